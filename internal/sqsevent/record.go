@@ -1,0 +1,96 @@
+// Package sqsevent holds the worker's view of an SQS message delivered by Lambda (or the poller),
+// and a decoder that reads Lambda's invoke payload into it without allocating per field.
+package sqsevent
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Record is one SQS message of a batch. Strings may point into the batch's buffers: they stay
+// valid as long as the Record is reachable (the buffers are never reused).
+type Record struct {
+	MessageID      string
+	ReceiptHandle  string
+	Body           string
+	MD5OfBody      string
+	EventSourceARN string
+	AWSRegion      string
+
+	// System attributes ("attributes" in the event).
+	ApproximateReceiveCount          int
+	SentTimestamp                    int64 // Unix milliseconds
+	ApproximateFirstReceiveTimestamp int64 // Unix milliseconds
+	SenderID                         string
+	MessageGroupID                   string
+	MessageDeduplicationID           string
+	SequenceNumber                   string
+	AWSTraceHeader                   string
+	DeadLetterQueueSourceARN         string
+
+	// RawMessageAttributes is the "messageAttributes" JSON object exactly as in the payload
+	// ("" or "{}" when there are none). MessageAttributes decodes it on demand.
+	RawMessageAttributes string
+	// Attrs, when not nil, are the message attributes already decoded (FromEvent sets it).
+	Attrs map[string]events.SQSMessageAttribute
+}
+
+// MessageAttributes returns the message attributes, decoding RawMessageAttributes when needed.
+func (r *Record) MessageAttributes() (map[string]events.SQSMessageAttribute, error) {
+	if r.Attrs != nil || r.RawMessageAttributes == "" || r.RawMessageAttributes == "{}" {
+		return r.Attrs, nil
+	}
+	var m map[string]events.SQSMessageAttribute
+	if err := json.Unmarshal([]byte(r.RawMessageAttributes), &m); err != nil {
+		return nil, err
+	}
+	r.Attrs = m
+	return m, nil
+}
+
+// FromEvent converts an events.SQSEvent into records, appending to dst.
+func FromEvent(ev events.SQSEvent, dst []Record) []Record {
+	for i := range ev.Records {
+		m := &ev.Records[i]
+		r := Record{
+			MessageID:      m.MessageId,
+			ReceiptHandle:  m.ReceiptHandle,
+			Body:           m.Body,
+			MD5OfBody:      m.Md5OfBody,
+			EventSourceARN: m.EventSourceARN,
+			AWSRegion:      m.AWSRegion,
+			Attrs:          m.MessageAttributes,
+		}
+		for k, v := range m.Attributes {
+			r.setAttribute(k, v)
+		}
+		dst = append(dst, r)
+	}
+	return dst
+}
+
+// setAttribute stores one system attribute. Unknown names are ignored.
+func (r *Record) setAttribute(name, value string) {
+	switch name {
+	case "ApproximateReceiveCount":
+		r.ApproximateReceiveCount, _ = strconv.Atoi(value)
+	case "SentTimestamp":
+		r.SentTimestamp, _ = strconv.ParseInt(value, 10, 64)
+	case "ApproximateFirstReceiveTimestamp":
+		r.ApproximateFirstReceiveTimestamp, _ = strconv.ParseInt(value, 10, 64)
+	case "SenderId":
+		r.SenderID = value
+	case "MessageGroupId":
+		r.MessageGroupID = value
+	case "MessageDeduplicationId":
+		r.MessageDeduplicationID = value
+	case "SequenceNumber":
+		r.SequenceNumber = value
+	case "AWSTraceHeader":
+		r.AWSTraceHeader = value
+	case "DeadLetterQueueSourceArn":
+		r.DeadLetterQueueSourceARN = value
+	}
+}

@@ -1,0 +1,256 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// EnvelopeVersion is the envelope format this package reads and writes.
+const EnvelopeVersion = 1
+
+// TimeLayout is how the envelope writes times: RFC 3339 in UTC with milliseconds. Any RFC 3339
+// time is accepted on read.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MetaTraceParent is the meta key that carries the W3C trace context.
+const MetaTraceParent = "traceparent"
+
+// Envelope is the wire format of a job (envelope v1), the JSON body of an SQS message:
+//
+//	{"v":1,"id":"01JD…","kind":"email.send","args":{"to":"a@b.c"},"key":"order-42-welcome",
+//	 "enqueued_at":"2026-11-29T10:00:00.123Z","max_attempts":5,"attempts_before":0,
+//	 "meta":{"traceparent":"00-…"}}
+//
+// v, id, kind and args are required; the others are omitted when zero. Unknown fields are
+// ignored on read. docs/envelope.md and docs/envelope.schema.json describe it for other languages.
+type Envelope struct {
+	// V is the format version, 1.
+	V int
+	// ID is the job's unique id.
+	ID string
+	// Kind names the job type; see [ValidateKind].
+	Kind string
+	// Args is the job's arguments, a JSON object.
+	Args json.RawMessage
+	// Key is the idempotency key, scoped by kind. Empty means ID.
+	Key string
+	// EnqueuedAt is when the job was created.
+	EnqueuedAt time.Time
+	// MaxAttempts, when above 0, overrides the kind's MaxAttempts.
+	MaxAttempts int
+	// AttemptsBefore counts attempts spent before this copy was sent (re-sends, requeues).
+	AttemptsBefore int
+	// RunAt, when set, is the earliest time the job may run: a worker that receives it earlier
+	// waits (without spending an attempt). Used for retries longer than SQS's visibility limit.
+	RunAt time.Time
+	// Meta carries string context such as "traceparent".
+	Meta map[string]string
+}
+
+// EffectiveKey returns Key, or ID when Key is empty.
+func (e *Envelope) EffectiveKey() string {
+	if e.Key != "" {
+		return e.Key
+	}
+	return e.ID
+}
+
+// ErrMalformed is wrapped by every error DecodeEnvelope and Validate return.
+var ErrMalformed = errors.New("malformed envelope")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Validate checks the envelope's fields.
+func (e *Envelope) Validate() error {
+	if e.V != EnvelopeVersion {
+		return malformed("unsupported version v=%d (want %d)", e.V, EnvelopeVersion)
+	}
+	if e.ID == "" {
+		return malformed("id is empty")
+	}
+	if err := ValidateKind(e.Kind); err != nil {
+		return malformed("%v", err)
+	}
+	if !isJSONObject(e.Args) {
+		return malformed("args must be a JSON object")
+	}
+	if e.MaxAttempts < 0 {
+		return malformed("max_attempts %d is negative", e.MaxAttempts)
+	}
+	if e.AttemptsBefore < 0 {
+		return malformed("attempts_before %d is negative", e.AttemptsBefore)
+	}
+	return nil
+}
+
+func isJSONObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
+}
+
+// MarshalJSON encodes the envelope after validating it.
+func (e *Envelope) MarshalJSON() ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if !json.Valid(e.Args) {
+		return nil, malformed("args are not valid JSON")
+	}
+	return e.AppendJSON(make([]byte, 0, 128+len(e.Args))), nil
+}
+
+// AppendJSON appends the envelope's JSON to dst. It does not validate: use it on envelopes that
+// passed [Envelope.Validate] with args produced by a JSON encoder.
+func (e *Envelope) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(e.V), 10)
+	dst = append(dst, `,"id":`...)
+	dst = appendString(dst, e.ID)
+	dst = append(dst, `,"kind":`...)
+	dst = appendString(dst, e.Kind)
+	dst = append(dst, `,"args":`...)
+	dst = append(dst, e.Args...)
+	if e.Key != "" {
+		dst = append(dst, `,"key":`...)
+		dst = appendString(dst, e.Key)
+	}
+	if !e.EnqueuedAt.IsZero() {
+		dst = append(dst, `,"enqueued_at":"`...)
+		dst = e.EnqueuedAt.UTC().AppendFormat(dst, TimeLayout)
+		dst = append(dst, '"')
+	}
+	if e.MaxAttempts != 0 {
+		dst = append(dst, `,"max_attempts":`...)
+		dst = strconv.AppendInt(dst, int64(e.MaxAttempts), 10)
+	}
+	if e.AttemptsBefore != 0 {
+		dst = append(dst, `,"attempts_before":`...)
+		dst = strconv.AppendInt(dst, int64(e.AttemptsBefore), 10)
+	}
+	if !e.RunAt.IsZero() {
+		dst = append(dst, `,"run_at":"`...)
+		dst = e.RunAt.UTC().AppendFormat(dst, TimeLayout)
+		dst = append(dst, '"')
+	}
+	if len(e.Meta) > 0 {
+		keys := make([]string, 0, len(e.Meta))
+		for k := range e.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dst = append(dst, `,"meta":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, k)
+			dst = append(dst, ':')
+			dst = appendString(dst, e.Meta[k])
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// envelopeJSON is the reflection-friendly shape used by DecodeEnvelope.
+type envelopeJSON struct {
+	V              *int              `json:"v"`
+	ID             string            `json:"id"`
+	Kind           string            `json:"kind"`
+	Args           json.RawMessage   `json:"args"`
+	Key            string            `json:"key"`
+	EnqueuedAt     string            `json:"enqueued_at"`
+	MaxAttempts    int               `json:"max_attempts"`
+	AttemptsBefore int               `json:"attempts_before"`
+	RunAt          string            `json:"run_at"`
+	Meta           map[string]string `json:"meta"`
+}
+
+// DecodeEnvelope parses and validates an envelope. Every error wraps [ErrMalformed].
+func DecodeEnvelope(body []byte) (Envelope, error) {
+	var raw envelopeJSON
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return Envelope{}, malformed("%v", err)
+	}
+	if raw.V == nil {
+		return Envelope{}, malformed("v is missing")
+	}
+	e := Envelope{
+		V: *raw.V, ID: raw.ID, Kind: raw.Kind, Args: raw.Args, Key: raw.Key,
+		MaxAttempts: raw.MaxAttempts, AttemptsBefore: raw.AttemptsBefore, Meta: raw.Meta,
+	}
+	var err error
+	if raw.EnqueuedAt != "" {
+		if e.EnqueuedAt, err = time.Parse(time.RFC3339Nano, raw.EnqueuedAt); err != nil {
+			return Envelope{}, malformed("enqueued_at: %v", err)
+		}
+	}
+	if raw.RunAt != "" {
+		if e.RunAt, err = time.Parse(time.RFC3339Nano, raw.RunAt); err != nil {
+			return Envelope{}, malformed("run_at: %v", err)
+		}
+	}
+	if err := e.Validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}

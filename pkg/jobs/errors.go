@@ -1,0 +1,96 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reasons a job is dead-lettered, as written in the DLQ copy's sqsworker.failure attribute.
+const (
+	ReasonExhausted       = "exhausted"        // the job failed MaxAttempts times
+	ReasonCancelled       = "cancelled"        // the worker returned Cancel(err)
+	ReasonMalformed       = "malformed"        // the body is not a valid envelope, or its args do not decode
+	ReasonUnknownKind     = "unknown_kind"     // no worker is registered for the kind
+	ReasonPayloadMismatch = "payload_mismatch" // the key was seen before with different args
+)
+
+// CancelError stops a job's retries: the job is dead-lettered with the reason "cancelled".
+// Create one with [Cancel].
+type CancelError struct{ Err error }
+
+func (e *CancelError) Error() string {
+	if e.Err == nil {
+		return "job cancelled"
+	}
+	return "job cancelled: " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *CancelError) Unwrap() error { return e.Err }
+
+// Cancel returns an error that tells the worker not to retry the job. The job goes to the DLQ
+// with the reason "cancelled" and err as its error.
+func Cancel(err error) error { return &CancelError{Err: err} }
+
+// RetryAfterError retries a job after Delay instead of its backoff. Create one with [RetryAfter].
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %s", e.Delay)
+	}
+	return fmt.Sprintf("retry after %s: %s", e.Delay, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter returns an error that retries the job after d (it still counts as an attempt).
+// A delay longer than SQS's visibility limit allows is served by re-sending a copy of the job.
+// A negative d is treated as 0.
+func RetryAfter(d time.Duration, err error) error {
+	if d < 0 {
+		d = 0
+	}
+	return &RetryAfterError{Delay: d, Err: err}
+}
+
+// DeadLetterError sends a job to the DLQ with Reason, without retrying. Middleware uses it (for
+// example, an idempotency store reports "payload_mismatch"); workers normally use [Cancel].
+type DeadLetterError struct {
+	Reason string
+	Err    error
+}
+
+func (e *DeadLetterError) Error() string {
+	if e.Err == nil {
+		return "dead-letter: " + e.Reason
+	}
+	return "dead-letter: " + e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *DeadLetterError) Unwrap() error { return e.Err }
+
+// DeadLetter returns an error that dead-letters the job with reason.
+func DeadLetter(reason string, err error) error { return &DeadLetterError{Reason: reason, Err: err} }
+
+// ErrSkipped, returned by middleware instead of calling the worker, acknowledges the job without
+// running it (for example, a duplicate of a job that already succeeded). Wrap it to add detail.
+var ErrSkipped = errors.New("job skipped")
+
+// ArgsError reports args that do not decode into the kind's Args type. Such a job is never
+// retried: it is dead-lettered as malformed.
+type ArgsError struct {
+	Kind string
+	Err  error
+}
+
+func (e *ArgsError) Error() string { return "decode args of kind " + e.Kind + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ArgsError) Unwrap() error { return e.Err }

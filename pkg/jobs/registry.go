@@ -1,0 +1,138 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// DefaultMaxAttempts is a kind's MaxAttempts unless set with [WithMaxAttempts].
+const DefaultMaxAttempts = 5
+
+// Option configures a kind in [Register].
+type Option func(*KindOptions)
+
+// KindOptions are a kind's settings. The zero value means the defaults.
+type KindOptions struct {
+	// MaxAttempts is how many attempts a job gets before it is dead-lettered as exhausted.
+	// Defaults to 5. An envelope's max_attempts overrides it per job.
+	MaxAttempts int
+	// Timeout bounds one attempt: the job's context is cancelled after it. Defaults to 0: only
+	// the invocation's deadline applies.
+	Timeout time.Duration
+	// Policy computes the backoff after a failure. Defaults to Exponential{} (full jitter,
+	// 5 s base, 15 min cap).
+	Policy Policy
+}
+
+// WithMaxAttempts sets the kind's MaxAttempts (at least 1).
+func WithMaxAttempts(n int) Option { return func(o *KindOptions) { o.MaxAttempts = n } }
+
+// WithTimeout sets the kind's per-attempt timeout.
+func WithTimeout(d time.Duration) Option { return func(o *KindOptions) { o.Timeout = d } }
+
+// WithPolicy sets the kind's retry policy.
+func WithPolicy(p Policy) Option { return func(o *KindOptions) { o.Policy = p } }
+
+// Kind is a registered kind: its options and its type-erased worker.
+type Kind struct {
+	name string
+	opts KindOptions
+	run  func(ctx context.Context, info *Info) error
+}
+
+// Name returns the kind.
+func (k *Kind) Name() string { return k.name }
+
+// Options returns the kind's options with defaults filled in.
+func (k *Kind) Options() KindOptions { return k.opts }
+
+// Run decodes info.RawArgs into the kind's Args type and calls the worker. A decode failure is
+// returned as an *[ArgsError].
+func (k *Kind) Run(ctx context.Context, info *Info) error { return k.run(ctx, info) }
+
+// Registry maps kinds to workers. Register every kind before the first job is handled; after
+// that, a Registry is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	kinds map[string]*Kind
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{kinds: make(map[string]*Kind)} }
+
+// Register adds a worker for the kind of T (read from T's zero value). It fails when the kind is
+// invalid, already registered, or an option is out of range.
+func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
+	var zero T
+	name := zero.Kind()
+	if err := ValidateKind(name); err != nil {
+		return fmt.Errorf("jobs: register %T: %w", zero, err)
+	}
+	if w == nil {
+		return fmt.Errorf("jobs: register %s: worker is nil", name)
+	}
+	var o KindOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxAttempts < 1 {
+		return fmt.Errorf("jobs: register %s: MaxAttempts %d must be at least 1", name, o.MaxAttempts)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("jobs: register %s: Timeout %s must not be negative", name, o.Timeout)
+	}
+	if o.Policy == nil {
+		o.Policy = Exponential{}
+	}
+	k := &Kind{name: name, opts: o, run: func(ctx context.Context, info *Info) error {
+		job := &Job[T]{Info: info}
+		if err := json.Unmarshal(info.RawArgs, &job.Args); err != nil {
+			return &ArgsError{Kind: name, Err: err}
+		}
+		return w.Work(ctx, job)
+	}}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds == nil {
+		r.kinds = make(map[string]*Kind)
+	}
+	if _, dup := r.kinds[name]; dup {
+		return fmt.Errorf("jobs: kind %s is already registered", name)
+	}
+	r.kinds[name] = k
+	return nil
+}
+
+// MustRegister is [Register] that panics on error, for use at program start.
+func MustRegister[T Args](r *Registry, w Worker[T], opts ...Option) {
+	if err := Register(r, w, opts...); err != nil {
+		panic(err)
+	}
+}
+
+// Lookup returns the registered kind.
+func (r *Registry) Lookup(kind string) (*Kind, bool) {
+	r.mu.RLock()
+	k, ok := r.kinds[kind]
+	r.mu.RUnlock()
+	return k, ok
+}
+
+// Kinds returns the registered kinds, sorted.
+func (r *Registry) Kinds() []*Kind {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Kind, 0, len(r.kinds))
+	for _, k := range r.kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
