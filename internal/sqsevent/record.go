@@ -94,3 +94,29 @@ func (r *Record) setAttribute(name, value string) {
 		r.DeadLetterQueueSourceARN = value
 	}
 }
+
+// SystemAttributes returns the system attributes as Lambda's event carries them.
+func (r *Record) SystemAttributes() map[string]string {
+	m := make(map[string]string, 8)
+	put := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	if r.ApproximateReceiveCount > 0 {
+		m["ApproximateReceiveCount"] = strconv.Itoa(r.ApproximateReceiveCount)
+	}
+	if r.SentTimestamp > 0 {
+		m["SentTimestamp"] = strconv.FormatInt(r.SentTimestamp, 10)
+	}
+	if r.ApproximateFirstReceiveTimestamp > 0 {
+		m["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(r.ApproximateFirstReceiveTimestamp, 10)
+	}
+	put("SenderId", r.SenderID)
+	put("MessageGroupId", r.MessageGroupID)
+	put("MessageDeduplicationId", r.MessageDeduplicationID)
+	put("SequenceNumber", r.SequenceNumber)
+	put("AWSTraceHeader", r.AWSTraceHeader)
+	put("DeadLetterQueueSourceArn", r.DeadLetterQueueSourceARN)
+	return m
+}

@@ -1,0 +1,317 @@
+package worker
+
+import (
+	"context"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqsworker/sqsworker/internal/sqsevent"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// Item states. A pool worker moves an item pending → running → done; at the deadline the batch
+// moves pending items to skipped and running ones to abandoned. Whoever swaps first wins.
+const (
+	statePending int32 = iota
+	stateRunning
+	stateDone
+	stateSkipped
+	stateAbandoned
+)
+
+// item is one message of a batch and what became of it.
+//
+// Ownership: prepare fills rec, info, env, kind, attempt0 and (for messages that cannot run)
+// res before any goroutine starts. A pool goroutine that moves state pending → running owns the
+// item: it writes res and then publishes it by moving state to done. At the deadline the batch
+// moves pending items to skipped and running ones to abandoned and writes late; it then reads res
+// only of items in state done, and late otherwise.
+type item struct {
+	rec      *sqsevent.Record
+	info     jobs.Info
+	env      jobs.Envelope
+	kind     *jobs.Kind
+	attempt0 int  // info.Attempt before middleware could change it
+	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
+	state    atomic.Int32
+	res      result
+	late     result
+}
+
+// final returns the item's result once the batch has finished running.
+func (it *item) final() *result {
+	if it.state.Load() == stateDone {
+		return &it.res
+	}
+	return &it.late
+}
+
+// batch is one invocation's work.
+type batch struct {
+	h         *Handler
+	items     []item
+	fifo      bool
+	sourceARN string
+	invoked   time.Time // when the handler was invoked
+	workEnd   time.Time // no job starts after it (zero: no deadline)
+}
+
+// handle runs a batch and returns the message ids to report as failed.
+func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
+	if len(recs) == 0 {
+		return nil
+	}
+	b := &batch{h: h, items: make([]item, len(recs)), invoked: h.cfg.Now(), sourceARN: recs[0].EventSourceARN}
+	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo")
+	for i := range recs {
+		b.items[i].rec = &recs[i]
+		if recs[i].MessageGroupID != "" {
+			b.fifo = true
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		b.workEnd = dl.Add(-h.cfg.DeadlineMargin)
+	}
+	for i := range b.items {
+		it := &b.items[i]
+		b.prepare(ctx, it)
+		it.attempt0 = it.info.Attempt
+		if it.prepared && !b.fifo {
+			it.state.Store(stateDone) // settled in bulk; FIFO groups settle them in order
+		}
+	}
+	b.run(ctx)
+	return b.settle(ctx)
+}
+
+// prepare decodes the envelope and fills the job's info. Messages that cannot run get their
+// result now.
+func (b *batch) prepare(ctx context.Context, it *item) {
+	rec := it.rec
+	env, err := parseEnvelope(rec.Body)
+	it.info.MessageID = rec.MessageID
+	it.info.GroupID = rec.MessageGroupID
+	it.info.ReceiveCount = max(rec.ApproximateReceiveCount, 1)
+	it.info.AWSTraceHeader = rec.AWSTraceHeader
+	if rec.SentTimestamp > 0 {
+		it.info.SentAt = time.UnixMilli(rec.SentTimestamp)
+	}
+	if err != nil {
+		if b.h.cfg.MalformedHook != nil {
+			return // runs in the pool, like a job
+		}
+		it.setPrepared(deadLetter(jobs.ReasonMalformed, err))
+		return
+	}
+	it.env = env
+	info := &it.info
+	info.ID, info.Kind, info.Key = env.ID, env.Kind, env.EffectiveKey()
+	info.AttemptsBefore = env.AttemptsBefore
+	info.Attempt = env.AttemptsBefore + info.ReceiveCount
+	info.EnqueuedAt, info.RunAt, info.Meta, info.RawArgs = env.EnqueuedAt, env.RunAt, env.Meta, env.Args
+	info.TraceParent = env.Meta[jobs.MetaTraceParent]
+	kind, ok := b.h.cfg.Registry.Lookup(env.Kind)
+	if !ok {
+		it.setPrepared(deadLetter(jobs.ReasonUnknownKind, errUnknownKind(env.Kind)))
+		return
+	}
+	it.kind = kind
+	info.MaxAttempts = kind.Options().MaxAttempts
+	if env.MaxAttempts > 0 {
+		info.MaxAttempts = env.MaxAttempts
+	}
+	if !info.RunAt.IsZero() && info.RunAt.Sub(b.invoked) > runAtTolerance {
+		it.setPrepared(decideWait(info, b.fifo, b.invoked, b.capFor(rec, b.invoked)))
+	}
+}
+
+// runAtTolerance lets a job whose run_at is this close run now.
+const runAtTolerance = time.Second
+
+func (it *item) setPrepared(r result) { it.res, it.prepared = r, true }
+
+// capFor returns the visibility cap for a message: 12 hours from its receive, less the margin.
+// The receive of this delivery is not in the event; it is no earlier than the first receive
+// when this is the first delivery, and otherwise it is taken as the invocation (the margin
+// covers the batching window).
+func (b *batch) capFor(rec *sqsevent.Record, now time.Time) time.Duration {
+	received := b.invoked
+	if rec.ApproximateReceiveCount <= 1 && rec.ApproximateFirstReceiveTimestamp > 0 {
+		if first := time.UnixMilli(rec.ApproximateFirstReceiveTimestamp); first.Before(received) {
+			received = first
+		}
+	}
+	return visibilityCap(received, now, b.h.cfg.VisibilityMargin)
+}
+
+// run works the batch's items with bounded concurrency until all are done or the deadline.
+func (b *batch) run(ctx context.Context) {
+	tasks := b.tasks()
+	if len(tasks) == 0 {
+		return
+	}
+	jobCtx := ctx
+	cancel := context.CancelFunc(func() {})
+	if !b.workEnd.IsZero() {
+		jobCtx, cancel = context.WithDeadline(ctx, b.workEnd)
+	}
+	defer cancel()
+
+	n := min(b.h.cfg.Concurrency, len(tasks))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			for {
+				t := int(next.Add(1)) - 1
+				if t >= len(tasks) {
+					return
+				}
+				b.runTask(jobCtx, tasks[t])
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	if b.workEnd.IsZero() {
+		<-done
+		return
+	}
+	timer := time.NewTimer(time.Until(b.workEnd))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		cancel()
+		b.closeAtDeadline()
+	}
+}
+
+// tasks groups the runnable items: one task per item, or per message group on a FIFO source
+// (in the order of the batch).
+func (b *batch) tasks() [][]int32 {
+	if !b.fifo {
+		idx := make([]int32, 0, len(b.items))
+		for i := range b.items {
+			if !b.items[i].prepared {
+				idx = append(idx, int32(i))
+			}
+		}
+		tasks := make([][]int32, len(idx))
+		for i := range idx {
+			tasks[i] = idx[i : i+1 : i+1]
+		}
+		return tasks
+	}
+	// FIFO: every item of a group belongs to the group's task, prepared ones included, so that
+	// the group stops at the first one that is not settled.
+	var tasks [][]int32
+	group := map[string]int{}
+	for i := range b.items {
+		g := b.items[i].rec.MessageGroupID
+		t, ok := group[g]
+		if !ok {
+			t = len(tasks)
+			group[g] = t
+			tasks = append(tasks, nil)
+		}
+		tasks[t] = append(tasks[t], int32(i))
+	}
+	return tasks
+}
+
+// runTask runs one task's items in order. In a FIFO group, once an item is not acknowledged, the
+// rest of the group is reported failed without running.
+func (b *batch) runTask(ctx context.Context, task []int32) {
+	stopped := false
+	for _, i := range task {
+		it := &b.items[i]
+		if !stopped && !b.workEnd.IsZero() && !b.h.cfg.Now().Before(b.workEnd) {
+			return // closeAtDeadline marks the rest
+		}
+		if !it.state.CompareAndSwap(statePending, stateRunning) {
+			return // the deadline passed
+		}
+		switch {
+		case stopped:
+			it.res = result{outcome: OutcomeNotRun, act: actRetry}
+		case it.prepared:
+			// it.res was decided in prepare.
+		default:
+			it.res = b.work(ctx, it)
+		}
+		if b.fifo && !stopped && !b.settleInline(ctx, it) {
+			stopped = true
+		}
+		if !it.state.CompareAndSwap(stateRunning, stateDone) {
+			return // abandoned at the deadline; its result is not used
+		}
+	}
+}
+
+// closeAtDeadline marks what did not finish: not started → not run, running → abandoned.
+func (b *batch) closeAtDeadline() {
+	for i := range b.items {
+		it := &b.items[i]
+		if it.state.CompareAndSwap(statePending, stateSkipped) {
+			it.late = result{outcome: OutcomeNotRun, act: actRetry}
+		} else if it.state.CompareAndSwap(stateRunning, stateAbandoned) {
+			it.late = result{outcome: OutcomeAbandoned, act: actRetry, visibility: b.h.cfg.AbandonGrace,
+				err: context.DeadlineExceeded}
+		}
+	}
+}
+
+// work runs one job through the middleware and returns its result.
+func (b *batch) work(ctx context.Context, it *item) (res result) {
+	start := b.h.cfg.Now()
+	info := &it.info
+	jctx := jobs.WithInfo(ctx, info)
+	var err error
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &PanicError{Value: v, Stack: debug.Stack()}
+			}
+		}()
+		if it.kind == nil { // malformed body with a hook
+			err = b.runMalformedHook(jctx, it)
+			return
+		}
+		if len(b.h.cfg.Middleware) == 0 {
+			err = b.core(jctx, it)
+			return
+		}
+		err = chain(jctx, b.h.cfg.Middleware, 0, info, func(ctx context.Context) error { return b.core(ctx, it) })
+	}()
+	now := b.h.cfg.Now()
+	switch {
+	case it.kind == nil && err != nil:
+		res = deadLetter(jobs.ReasonMalformed, err)
+	case it.kind == nil:
+		res = result{outcome: OutcomeSucceeded, act: actAck}
+	default:
+		res = decide(err, info, it.kind.Options().Policy, now, b.capFor(it.rec, now))
+	}
+	res.ran, res.duration = true, now.Sub(start)
+	return res
+}
+
+// core is the innermost step: the attempt check, the kind's timeout, then the worker.
+func (b *batch) core(ctx context.Context, it *item) error {
+	info := &it.info
+	if info.Attempt > info.MaxAttempts {
+		return jobs.DeadLetter(jobs.ReasonExhausted, errBeyondAttempts(info.Attempt, info.MaxAttempts))
+	}
+	if t := it.kind.Options().Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	return it.kind.Run(ctx, info)
+}

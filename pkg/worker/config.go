@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// SQSAPI is the part of the SQS client the worker uses.
+type SQSAPI interface {
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Config configures a [Handler]. Registry and SQS are required; every other field has a default.
+type Config struct {
+	// Registry maps kinds to workers. Required.
+	Registry *jobs.Registry
+	// SQS is the client used for visibility changes, DLQ sends and re-sends. Required.
+	SQS SQSAPI
+
+	// QueueURL is the source queue's URL. Defaults to the URL of the event source ARN, looked up
+	// once with GetQueueUrl and cached.
+	QueueURL string
+	// DLQURL is the dead-letter queue's URL. Defaults to the target of the source queue's redrive
+	// policy, looked up once (GetQueueAttributes, GetQueueUrl) and cached.
+	DLQURL string
+
+	// Concurrency bounds the jobs of one batch that run at the same time (on a FIFO source: the
+	// message groups). Defaults to 10.
+	Concurrency int
+	// DeadlineMargin is kept free before the invocation's deadline for reporting: no job starts
+	// after deadline − DeadlineMargin, and jobs still running then are abandoned and reported
+	// failed. Defaults to 2 seconds.
+	DeadlineMargin time.Duration
+	// AbandonGrace is the visibility given to a job still running at the deadline (Go cannot stop a
+	// goroutine, and Lambda may thaw it later), so that it does not run twice at once. Defaults to
+	// 60 seconds.
+	AbandonGrace time.Duration
+	// VisibilityMargin is kept below SQS's 12-hour visibility limit (counted from the receive,
+	// which may precede the invocation by the batching window). Defaults to 5 minutes.
+	VisibilityMargin time.Duration
+
+	// Middleware wraps every job, outermost first. Idempotency, status and metrics plug in here.
+	Middleware []Middleware
+	// MalformedHook, when set, receives messages whose body is not a valid envelope (for example,
+	// a non-sqsworker producer's). Returning nil acknowledges the message; an error dead-letters it
+	// with the reason "malformed". Defaults to nil: malformed bodies go to the DLQ.
+	MalformedHook func(ctx context.Context, msg events.SQSMessage) error
+
+	// Logger receives one line per job outcome. Defaults to slog.Default().
+	Logger *slog.Logger
+	// LogArgs adds the job's args to its log lines. Defaults to false (payloads may hold personal
+	// data).
+	LogArgs bool
+
+	// Now returns the current time. Defaults to time.Now. Inject a clock in tests.
+	Now func() time.Time
+	// NewID makes ids for re-sent FIFO copies' deduplication. Defaults to jobs.NewID.
+	NewID func() string
+}
+
+// Defaults of [Config].
+const (
+	DefaultConcurrency      = 10
+	DefaultDeadlineMargin   = 2 * time.Second
+	DefaultAbandonGrace     = 60 * time.Second
+	DefaultVisibilityMargin = 5 * time.Minute
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("worker: invalid config")
+
+func (c *Config) setDefaults() error {
+	if c.Registry == nil {
+		return fmt.Errorf("%w: Registry is required", ErrConfig)
+	}
+	if c.SQS == nil {
+		return fmt.Errorf("%w: SQS client is required", ErrConfig)
+	}
+	checks := []struct {
+		name  string
+		value time.Duration
+		def   time.Duration
+		field *time.Duration
+		max   time.Duration
+	}{
+		{"DeadlineMargin", c.DeadlineMargin, DefaultDeadlineMargin, &c.DeadlineMargin, 10 * time.Minute},
+		{"AbandonGrace", c.AbandonGrace, DefaultAbandonGrace, &c.AbandonGrace, jobs.MaxVisibility},
+		{"VisibilityMargin", c.VisibilityMargin, DefaultVisibilityMargin, &c.VisibilityMargin, time.Hour},
+	}
+	for _, ch := range checks {
+		if ch.value < 0 {
+			return fmt.Errorf("%w: %s %s must not be negative", ErrConfig, ch.name, ch.value)
+		}
+		if ch.value > ch.max {
+			return fmt.Errorf("%w: %s %s is above its limit %s", ErrConfig, ch.name, ch.value, ch.max)
+		}
+		if ch.value == 0 {
+			*ch.field = ch.def
+		}
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: Concurrency %d must not be negative", ErrConfig, c.Concurrency)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return fmt.Errorf("%w: Middleware[%d] is nil", ErrConfig, i)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = jobs.NewID
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// action is what settling does with a message.
+type action uint8
+
+const (
+	actAck        action = iota // leave it out of the failures: Lambda (or the poller) deletes it
+	actRetry                    // ChangeMessageVisibility(visibility), report it failed
+	actDeadLetter               // send it to the DLQ with the reason, then acknowledge
+	actResend                   // send a copy to the source queue, then acknowledge
+)
+
+// Outcomes, as logged.
+const (
+	OutcomeSucceeded    = "succeeded"     // the worker returned nil
+	OutcomeSkipped      = "skipped"       // middleware acknowledged it without running (duplicate)
+	OutcomeRetry        = "retry"         // failed; retried after its backoff
+	OutcomeDeadLettered = "dead_lettered" // sent to the DLQ with its reason
+	OutcomeNotRun       = "not_run"       // not started (FIFO tail, deadline); comes back at once
+	OutcomeAbandoned    = "abandoned"     // still running at the deadline
+	OutcomeDeferred     = "deferred"      // its run_at is in the future; waits without running
+)
+
+// result is the decision for one message.
+type result struct {
+	outcome    string
+	act        action
+	err        error         // the job's error, if any
+	visibility time.Duration // actRetry
+	reason     string        // actDeadLetter
+	delay      time.Duration // actResend: DelaySeconds (≤ 15 min)
+	runAt      time.Time     // actResend: the copy's run_at (zero: none)
+	attempts   int           // actResend: the copy's attempts_before
+	ran        bool          // the job (or the malformed hook) was called
+	duration   time.Duration // how long it ran
+	settled    bool          // a FIFO group already sent it (DLQ or re-send) in order
+	sendErr    error         // the DLQ send or re-send failed: report the item failed
+}
+
+// maxDelay is SQS's longest DelaySeconds.
+const maxDelay = 15 * time.Minute
+
+// decide turns a job's return value into a result. capVis is the longest visibility SQS still
+// accepts for this message.
+func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVis time.Duration) result {
+	if err == nil {
+		return result{outcome: OutcomeSucceeded, act: actAck}
+	}
+	if errors.Is(err, jobs.ErrSkipped) {
+		return result{outcome: OutcomeSkipped, act: actAck, err: err}
+	}
+	var (
+		argsErr   *jobs.ArgsError
+		deadErr   *jobs.DeadLetterError
+		cancelErr *jobs.CancelError
+		retryErr  *jobs.RetryAfterError
+	)
+	switch {
+	case errors.As(err, &argsErr):
+		return deadLetter(jobs.ReasonMalformed, err)
+	case errors.As(err, &deadErr):
+		return deadLetter(deadErr.Reason, err)
+	case errors.As(err, &cancelErr):
+		return deadLetter(jobs.ReasonCancelled, err)
+	}
+	if info.Attempt >= info.MaxAttempts {
+		return deadLetter(jobs.ReasonExhausted, err)
+	}
+	var delay time.Duration
+	if errors.As(err, &retryErr) {
+		delay = retryErr.Delay
+		if delay > capVis {
+			return result{outcome: OutcomeRetry, act: actResend, err: err,
+				delay: min(delay, maxDelay), runAt: now.Add(delay), attempts: info.Attempt}
+		}
+	} else {
+		delay = policy.Backoff(info.Attempt)
+	}
+	return result{outcome: OutcomeRetry, act: actRetry, err: err, visibility: min(max(delay, 0), capVis)}
+}
+
+func deadLetter(reason string, err error) result {
+	return result{outcome: OutcomeDeadLettered, act: actDeadLetter, reason: reason, err: err}
+}
+
+// decideWait handles a message whose run_at is still ahead (a re-sent long retry). It never runs
+// the job. Up to 15 minutes ahead on a standard queue, a fresh copy with DelaySeconds arrives on
+// time with a receive count of 1; further ahead, the message sleeps in its visibility until 15
+// minutes before run_at (or up to the cap), unless it was already received several times, in
+// which case a fresh copy resets the count (so the redrive policy never sees the waits).
+func decideWait(info *jobs.Info, fifo bool, now time.Time, capVis time.Duration) result {
+	remaining := info.RunAt.Sub(now)
+	if fifo {
+		// FIFO queues have no per-message delay: wait in the visibility.
+		return result{outcome: OutcomeDeferred, act: actRetry, visibility: min(remaining, capVis)}
+	}
+	if remaining <= maxDelay || info.ReceiveCount >= waitResendAfter {
+		return result{outcome: OutcomeDeferred, act: actResend, delay: min(remaining, maxDelay),
+			runAt: info.RunAt, attempts: info.AttemptsBefore}
+	}
+	return result{outcome: OutcomeDeferred, act: actRetry, visibility: min(remaining-maxDelay, capVis)}
+}
+
+// waitResendAfter is the receive count from which a waiting message is re-sent rather than
+// hidden again.
+const waitResendAfter = 3
+
+// visibilityCap returns the longest visibility SQS accepts for a message received at about
+// received: 12 hours from the receive, less margin.
+func visibilityCap(received, now time.Time, margin time.Duration) time.Duration {
+	c := jobs.MaxVisibility - now.Sub(received) - margin
+	return max(c, 0)
+}
+
+// PanicError is the failure of a job that panicked. The stack is logged.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("job panicked: %v", e.Value) }

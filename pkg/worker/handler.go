@@ -1,0 +1,95 @@
+// Package worker is the SQS batch handler: it runs the jobs of a Lambda SQS event (or a poller's
+// batch) with bounded concurrency, in order per FIFO message group, within the invocation's
+// deadline; it retries failures with backoff through the message's visibility, dead-letters
+// exhausted, cancelled, malformed and unknown-kind jobs with the reason, and reports partial
+// batch failures.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sqsworker/sqsworker/internal/sqsevent"
+)
+
+// Handler handles SQS batches. Create it with [New]; it is safe for concurrent use.
+//
+// Use it with lambda.Start(h.HandleSQS), or as a lambda.Handler (lambda.StartHandler(h)), which
+// decodes the invoke payload itself and is several times faster.
+type Handler struct {
+	cfg Config
+
+	mu       sync.Mutex
+	queueURL map[string]string // event source ARN → queue URL
+	dlqURL   map[string]string // event source ARN → DLQ URL
+}
+
+// New validates cfg, fills in its defaults and returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Handler{cfg: cfg, queueURL: map[string]string{}, dlqURL: map[string]string{}}, nil
+}
+
+// HandleSQS handles one batch and returns the messages to retry. It returns an error only when
+// nothing could be judged; job failures are item failures.
+func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	recs := sqsevent.FromEvent(ev, make([]sqsevent.Record, 0, len(ev.Records)))
+	failed := h.handle(ctx, recs)
+	resp := events.SQSEventResponse{BatchItemFailures: make([]events.SQSBatchItemFailure, 0, len(failed))}
+	for _, id := range failed {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+	}
+	return resp, nil
+}
+
+// Invoke implements aws-lambda-go's lambda.Handler: it decodes the SQS event payload directly
+// (no reflection) and returns the partial batch response as JSON.
+func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	recs, err := decodePayload(payload)
+	if err != nil {
+		return nil, fmt.Errorf("worker: decode SQS event: %w", err)
+	}
+	failed := h.handle(ctx, recs)
+	return appendResponse(make([]byte, 0, 24+len(failed)*(len(`{"itemIdentifier":""},`)+36)), failed), nil
+}
+
+// appendResponse appends {"batchItemFailures":[{"itemIdentifier":"…"},…]} to dst. Message ids
+// are UUIDs (no characters that need escaping), but escape anyway for safety.
+func appendResponse(dst []byte, failed []string) []byte {
+	dst = append(dst, `{"batchItemFailures":[`...)
+	for i, id := range failed {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"itemIdentifier":`...)
+		dst = appendJSONString(dst, id)
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...)
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\"\\") && isPrintableASCII(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}

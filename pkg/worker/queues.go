@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// queueURLFor returns the source queue's URL: the configured one, or the URL of the event source
+// ARN (looked up once).
+func (h *Handler) queueURLFor(ctx context.Context, arn string) (string, error) {
+	if h.cfg.QueueURL != "" {
+		return h.cfg.QueueURL, nil
+	}
+	h.mu.Lock()
+	url, ok := h.queueURL[arn]
+	h.mu.Unlock()
+	if ok {
+		return url, nil
+	}
+	url, err := h.urlOfARN(ctx, arn)
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	h.queueURL[arn] = url
+	h.mu.Unlock()
+	return url, nil
+}
+
+// dlqURLFor returns the DLQ's URL: the configured one, or the target of the source queue's
+// redrive policy (looked up once).
+func (h *Handler) dlqURLFor(ctx context.Context, arn string) (string, error) {
+	if h.cfg.DLQURL != "" {
+		return h.cfg.DLQURL, nil
+	}
+	h.mu.Lock()
+	url, ok := h.dlqURL[arn]
+	h.mu.Unlock()
+	if ok {
+		return url, nil
+	}
+	src, err := h.queueURLFor(ctx, arn)
+	if err != nil {
+		return "", err
+	}
+	out, err := h.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(src),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
+	})
+	if err != nil {
+		return "", fmt.Errorf("worker: read the redrive policy of %s: %w", src, err)
+	}
+	policy := out.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)]
+	if policy == "" {
+		return "", fmt.Errorf("worker: queue %s has no redrive policy and no DLQURL is configured", src)
+	}
+	var rp struct {
+		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+	}
+	if err := json.Unmarshal([]byte(policy), &rp); err != nil || rp.DeadLetterTargetArn == "" {
+		return "", fmt.Errorf("worker: queue %s has an unreadable redrive policy %q", src, policy)
+	}
+	url, err = h.urlOfARN(ctx, rp.DeadLetterTargetArn)
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	h.dlqURL[arn] = url
+	h.mu.Unlock()
+	return url, nil
+}
+
+var errNoARN = errors.New("worker: the event has no eventSourceARN and no QueueURL is configured")
+
+// urlOfARN looks up a queue's URL from its ARN (arn:aws:sqs:region:account:name).
+func (h *Handler) urlOfARN(ctx context.Context, arn string) (string, error) {
+	if arn == "" {
+		return "", errNoARN
+	}
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {
+		return "", fmt.Errorf("worker: %q is not an SQS queue ARN", arn)
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(parts[5])}
+	if parts[4] != "" {
+		in.QueueOwnerAWSAccountId = aws.String(parts[4])
+	}
+	out, err := h.cfg.SQS.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("worker: look up the URL of %s: %w", arn, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}

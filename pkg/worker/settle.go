@@ -1,0 +1,370 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// SQS limits the worker respects.
+const (
+	maxBatchEntries  = 10
+	maxMessageBytes  = 1 << 20 // one message: body + attributes
+	maxRequestBytes  = 1 << 20 // one SendMessageBatch request: all entries
+	maxAttributes    = 10
+	maxFailureError  = 4 << 10 // the error text kept in the failure attribute
+	settleCallsInFly = 8       // concurrent SQS calls while settling
+)
+
+// FailureAttribute is the message attribute the worker adds to a dead-lettered copy: a JSON
+// object with the reason and its context (see [Failure]).
+const FailureAttribute = "sqsworker.failure"
+
+// Failure is the content of the [FailureAttribute] of a dead-lettered message.
+type Failure struct {
+	Reason          string `json:"reason"`
+	Error           string `json:"error,omitempty"`
+	Attempts        int    `json:"attempts"`
+	Kind            string `json:"kind,omitempty"`
+	JobID           string `json:"job_id,omitempty"`
+	FailedAt        string `json:"failed_at"`
+	SourceMessageID string `json:"source_message_id"`
+	SourceQueue     string `json:"source_queue"`
+}
+
+// settle performs the SQS calls the results need and returns the ids of the failed items.
+func (b *batch) settle(ctx context.Context) []string {
+	sctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(ctx, dl.Add(-b.h.cfg.DeadlineMargin/4))
+		defer cancel()
+	}
+	var dead, resend, visible []*item
+	for i := range b.items {
+		it := &b.items[i]
+		r := it.final()
+		switch {
+		case r.settled:
+		case r.act == actDeadLetter:
+			dead = append(dead, it)
+		case r.act == actResend:
+			resend = append(resend, it)
+		case r.act == actRetry:
+			visible = append(visible, it)
+		}
+	}
+	var wg sync.WaitGroup
+	if len(dead) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.sendAll(sctx, dead, true) }()
+	}
+	if len(resend) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.sendAll(sctx, resend, false) }()
+	}
+	if len(visible) > 0 {
+		b.changeVisibility(sctx, visible)
+	}
+	wg.Wait()
+
+	var failed []string
+	for i := range b.items {
+		it := &b.items[i]
+		r := it.final()
+		if r.act == actRetry || r.sendErr != nil {
+			failed = append(failed, it.rec.MessageID)
+		}
+		b.log(ctx, it, r)
+	}
+	return failed
+}
+
+// settleInline sends a FIFO group's dead letter or re-send at once, in order, and reports
+// whether the item is acknowledged (so the group may go on).
+func (b *batch) settleInline(ctx context.Context, it *item) bool {
+	switch it.res.act {
+	case actAck:
+		return true
+	case actDeadLetter, actResend:
+		b.sendAll(ctx, []*item{it}, it.res.act == actDeadLetter)
+		it.res.settled = true
+		return it.res.sendErr == nil
+	default:
+		return false
+	}
+}
+
+// sendAll sends the items' dead letters (toDLQ) or re-sends, in requests of at most 10 entries
+// and 1 MiB, and records each failure on its item.
+func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
+	var url string
+	var err error
+	if toDLQ {
+		url, err = b.h.dlqURLFor(ctx, b.sourceARN)
+	} else {
+		url, err = b.h.queueURLFor(ctx, b.sourceARN)
+	}
+	if err != nil {
+		for _, it := range items {
+			it.final().sendErr = err
+		}
+		return
+	}
+	type chunk struct {
+		items   []*item
+		entries []sqstypes.SendMessageBatchRequestEntry
+	}
+	var chunks []chunk
+	var cur chunk
+	size := 0
+	for _, it := range items {
+		entry, n, err := b.entry(it, toDLQ)
+		if err != nil {
+			it.final().sendErr = err
+			continue
+		}
+		if len(cur.entries) == maxBatchEntries || (len(cur.entries) > 0 && size+n > maxRequestBytes) {
+			chunks = append(chunks, cur)
+			cur, size = chunk{}, 0
+		}
+		entry.Id = aws.String(strconv.Itoa(len(cur.entries)))
+		cur.items = append(cur.items, it)
+		cur.entries = append(cur.entries, entry)
+		size += n
+	}
+	if len(cur.entries) > 0 {
+		chunks = append(chunks, cur)
+	}
+	parallel(len(chunks), func(c int) {
+		ch := chunks[c]
+		out, err := b.h.cfg.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: ch.entries})
+		if err != nil {
+			for _, it := range ch.items {
+				it.final().sendErr = err
+			}
+			return
+		}
+		for _, f := range out.Failed {
+			i, convErr := strconv.Atoi(aws.ToString(f.Id))
+			if convErr != nil || i < 0 || i >= len(ch.items) {
+				continue
+			}
+			ch.items[i].final().sendErr = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+		// An entry in neither list is treated as failed: nothing is acknowledged unconfirmed.
+		ok := make([]bool, len(ch.items))
+		for _, s := range out.Successful {
+			if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && i >= 0 && i < len(ok) {
+				ok[i] = true
+			}
+		}
+		for i, it := range ch.items {
+			if !ok[i] && it.final().sendErr == nil {
+				it.final().sendErr = errors.New("SendMessageBatch reported no result for the entry")
+			}
+		}
+	})
+}
+
+// entry builds the SendMessageBatch entry of a dead letter or a re-send, and its size in SQS's
+// accounting (body + attribute names, types and values).
+func (b *batch) entry(it *item, toDLQ bool) (sqstypes.SendMessageBatchRequestEntry, int, error) {
+	rec, r := it.rec, it.final()
+	attrs, err := b.originalAttributes(it)
+	if err != nil {
+		return sqstypes.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("decode message attributes: %w", err)
+	}
+	body := rec.Body
+	if !toDLQ {
+		env := it.env
+		env.AttemptsBefore, env.RunAt = r.attempts, r.runAt
+		body = string(env.AppendJSON(make([]byte, 0, len(rec.Body)+64)))
+	}
+	size := len(body) + attributesSize(attrs)
+	if toDLQ {
+		if fa, n, ok := b.failureAttribute(it, r, size, len(attrs)); ok {
+			attrs[FailureAttribute] = fa
+			size += n
+		} else {
+			b.h.cfg.Logger.WarnContext(context.Background(), "sqsworker: dead letter sent without its failure attribute (no room left in the message)",
+				"message_id", rec.MessageID, "reason", r.reason)
+		}
+	}
+	e := sqstypes.SendMessageBatchRequestEntry{MessageBody: aws.String(body)}
+	if len(attrs) > 0 {
+		e.MessageAttributes = attrs
+	}
+	if b.fifo {
+		e.MessageGroupId = aws.String(groupOrDefault(rec.MessageGroupID))
+		if toDLQ {
+			e.MessageDeduplicationId = aws.String(rec.MessageID)
+		} else {
+			e.MessageDeduplicationId = aws.String(b.h.cfg.NewID())
+		}
+	} else if !toDLQ && r.delay > 0 {
+		e.DelaySeconds = int32(ceilSeconds(r.delay))
+	}
+	return e, size, nil
+}
+
+// groupOrDefault keeps a FIFO message's group; a backend that does not report the group (the
+// embedded emulator) gets one fixed group so that the send is still valid.
+func groupOrDefault(g string) string {
+	if g == "" {
+		return "default"
+	}
+	return g
+}
+
+// originalAttributes returns a copy of the message's attributes without a previous failure
+// attribute.
+func (b *batch) originalAttributes(it *item) (map[string]sqstypes.MessageAttributeValue, error) {
+	src, err := it.rec.MessageAttributes()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]sqstypes.MessageAttributeValue, len(src)+1)
+	for name, a := range src {
+		if name == FailureAttribute {
+			continue
+		}
+		v := sqstypes.MessageAttributeValue{DataType: aws.String(a.DataType)}
+		if a.StringValue != nil {
+			v.StringValue = aws.String(*a.StringValue)
+		}
+		if a.BinaryValue != nil {
+			v.BinaryValue = a.BinaryValue
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+func attributesSize(attrs map[string]sqstypes.MessageAttributeValue) int {
+	n := 0
+	for name, v := range attrs {
+		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// failureAttribute builds the failure attribute if the message has room for it: at most 10
+// attributes and 1 MiB in all. The error text is cut to fit.
+func (b *batch) failureAttribute(it *item, r *result, size, nattrs int) (sqstypes.MessageAttributeValue, int, bool) {
+	if nattrs >= maxAttributes {
+		return sqstypes.MessageAttributeValue{}, 0, false
+	}
+	f := Failure{
+		Reason:          r.reason,
+		Attempts:        it.attempt0,
+		Kind:            it.info.Kind,
+		JobID:           it.info.ID,
+		FailedAt:        b.h.cfg.Now().UTC().Format(jobs.TimeLayout),
+		SourceMessageID: it.rec.MessageID,
+		SourceQueue:     b.sourceARN,
+	}
+	if it.state.Load() == stateDone {
+		f.Attempts = it.info.Attempt
+	}
+	if r.err != nil {
+		f.Error = truncate(r.err.Error(), maxFailureError)
+	}
+	overhead := len(FailureAttribute) + len("String")
+	for {
+		v, _ := json.Marshal(f)
+		if size+overhead+len(v) <= maxMessageBytes {
+			return sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(v))},
+				overhead + len(v), true
+		}
+		if f.Error == "" {
+			return sqstypes.MessageAttributeValue{}, 0, false
+		}
+		f.Error = ""
+	}
+}
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…(truncated)"
+	cut := n - len(mark)
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// changeVisibility sets the visibility of the items to retry, in batches of 10. A failed change
+// is logged; the item is reported failed all the same.
+func (b *batch) changeVisibility(ctx context.Context, items []*item) {
+	url, err := b.h.queueURLFor(ctx, b.sourceARN)
+	if err != nil {
+		b.h.cfg.Logger.ErrorContext(ctx, "sqsworker: cannot change visibility: queue URL unknown", "error", err)
+		return
+	}
+	nchunks := (len(items) + maxBatchEntries - 1) / maxBatchEntries
+	parallel(nchunks, func(c int) {
+		part := items[c*maxBatchEntries : min((c+1)*maxBatchEntries, len(items))]
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(part))
+		for i, it := range part {
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+				Id:                aws.String(strconv.Itoa(i)),
+				ReceiptHandle:     aws.String(it.rec.ReceiptHandle),
+				VisibilityTimeout: int32(ceilSeconds(it.final().visibility)),
+			}
+		}
+		out, err := b.h.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(url), Entries: entries,
+		})
+		if err != nil {
+			b.h.cfg.Logger.ErrorContext(ctx, "sqsworker: ChangeMessageVisibilityBatch failed", "error", err, "messages", len(part))
+			return
+		}
+		for _, f := range out.Failed {
+			b.h.cfg.Logger.ErrorContext(ctx, "sqsworker: visibility change failed", "entry", aws.ToString(f.Id),
+				"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+		}
+	})
+}
+
+// ceilSeconds rounds d up to whole seconds, within SQS's visibility range.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(math.Ceil(d.Seconds()))
+	return min(s, int64(jobs.MaxVisibility/time.Second))
+}
+
+// parallel calls fn(0..n-1) with at most settleCallsInFly at once.
+func parallel(n int, fn func(int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, settleCallsInFly)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
