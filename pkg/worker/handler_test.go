@@ -143,7 +143,9 @@ func msg(id string, args testArgs, mutate ...func(*jobs.Envelope, *events.SQSMes
 }
 
 func receives(n int) func(*jobs.Envelope, *events.SQSMessage) {
-	return func(_ *jobs.Envelope, m *events.SQSMessage) { m.Attributes["ApproximateReceiveCount"] = strconv.Itoa(n) }
+	return func(_ *jobs.Envelope, m *events.SQSMessage) {
+		m.Attributes["ApproximateReceiveCount"] = strconv.Itoa(n)
+	}
 }
 
 func group(g string) func(*jobs.Envelope, *events.SQSMessage) {
