@@ -57,6 +57,10 @@ type Config struct {
 	// with the reason "malformed". Defaults to nil: malformed bodies go to the DLQ.
 	MalformedHook func(ctx context.Context, msg events.SQSMessage) error
 
+	// OnBatch, when set, is called after each batch is settled with every message's outcome (in
+	// the batch's order). Metrics and tests use it. Defaults to nil.
+	OnBatch func(ctx context.Context, outcomes []Outcome)
+
 	// Logger receives one line per job outcome. Defaults to slog.Default().
 	Logger *slog.Logger
 	// LogArgs adds the job's args to its log lines. Defaults to false (payloads may hold personal

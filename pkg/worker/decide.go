@@ -29,6 +29,34 @@ const (
 	OutcomeDeferred     = "deferred"      // its run_at is in the future; waits without running
 )
 
+// Outcome is what became of one message of a batch, as reported to Config.OnBatch.
+type Outcome struct {
+	// MessageID is the SQS message id.
+	MessageID string
+	// JobID and Kind are the job's ("" for a body that is not an envelope).
+	JobID, Kind string
+	// Attempt is the attempt number of this delivery.
+	Attempt int
+	// Outcome is one of the Outcome* constants.
+	Outcome string
+	// Reason is the dead-letter reason, for OutcomeDeadLettered.
+	Reason string
+	// Err is the job's error, if any.
+	Err error
+	// SendErr is set when the DLQ send or re-send failed: the message was reported failed and
+	// will come back.
+	SendErr error
+	// Ran reports whether the job was called; Duration is how long it ran.
+	Ran      bool
+	Duration time.Duration
+	// Visibility is the visibility set on a message reported failed.
+	Visibility time.Duration
+	// Failed reports whether the message was reported as a batch item failure.
+	Failed bool
+	// QueueLatency is the time from SentTimestamp to the start of the batch.
+	QueueLatency time.Duration
+}
+
 // result is the decision for one message.
 type result struct {
 	outcome    string

@@ -674,3 +674,32 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", h.cfg)
 	}
 }
+
+func TestOnBatchReportsEveryOutcome(t *testing.T) {
+	t.Parallel()
+	var got []Outcome
+	s := newTestHandler(t, func(c *Config) { c.OnBatch = func(_ context.Context, o []Outcome) { got = o } })
+	handle(t, s, context.Background(),
+		msg("1", testArgs{Do: "ok"}),
+		msg("2", testArgs{Do: "fail"}, receives(2)),
+		msg("3", testArgs{Do: "cancel"}),
+	)
+	if len(got) != 3 {
+		t.Fatalf("outcomes = %+v", got)
+	}
+	want := []struct {
+		outcome string
+		attempt int
+		failed  bool
+		reason  string
+	}{{OutcomeSucceeded, 1, false, ""}, {OutcomeRetry, 2, true, ""}, {OutcomeDeadLettered, 1, false, jobs.ReasonCancelled}}
+	for i, w := range want {
+		o := got[i]
+		if o.Outcome != w.outcome || o.Attempt != w.attempt || o.Failed != w.failed || o.Reason != w.reason || !o.Ran || o.Kind != "test.job" {
+			t.Errorf("outcome %d = %+v, want %+v", i, o, w)
+		}
+	}
+	if got[1].Visibility != 20*time.Second {
+		t.Errorf("visibility = %s, want 20s", got[1].Visibility)
+	}
+}

@@ -80,15 +80,44 @@ func (b *batch) settle(ctx context.Context) []string {
 	wg.Wait()
 
 	var failed []string
+	var outcomes []Outcome
+	if b.h.cfg.OnBatch != nil {
+		outcomes = make([]Outcome, 0, len(b.items))
+	}
 	for i := range b.items {
 		it := &b.items[i]
 		r := it.final()
-		if r.act == actRetry || r.sendErr != nil {
+		isFailed := r.act == actRetry || r.sendErr != nil
+		if isFailed {
 			failed = append(failed, it.rec.MessageID)
 		}
 		b.log(ctx, it, r)
+		if outcomes != nil {
+			outcomes = append(outcomes, b.outcome(it, r, isFailed))
+		}
+	}
+	if outcomes != nil {
+		b.h.cfg.OnBatch(ctx, outcomes)
 	}
 	return failed
+}
+
+func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
+	o := Outcome{
+		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Attempt: it.attempt0,
+		Outcome: r.outcome, Reason: r.reason, Err: r.err, SendErr: r.sendErr, Ran: r.ran, Duration: r.duration,
+		Failed: failed,
+	}
+	if it.state.Load() == stateDone {
+		o.Attempt = it.info.Attempt
+	}
+	if r.act == actRetry {
+		o.Visibility = r.visibility
+	}
+	if !it.info.SentAt.IsZero() {
+		o.QueueLatency = b.invoked.Sub(it.info.SentAt)
+	}
+	return o
 }
 
 // settleInline sends a FIFO group's dead letter or re-send at once, in order, and reports
