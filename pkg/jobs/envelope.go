@@ -88,6 +88,11 @@ func (e *Envelope) Validate() error {
 	if e.AttemptsBefore < 0 {
 		return malformed("attempts_before %d is negative", e.AttemptsBefore)
 	}
+	for name, t := range map[string]time.Time{"enqueued_at": e.EnqueuedAt, "run_at": e.RunAt} {
+		if !t.IsZero() && (t.UTC().Year() < 0 || t.UTC().Year() > 9999) {
+			return malformed("%s %s is outside the years 0000-9999 RFC 3339 can express", name, t)
+		}
+	}
 	return nil
 }
 
@@ -97,7 +102,7 @@ func isJSONObject(b []byte) bool {
 }
 
 // MarshalJSON encodes the envelope after validating it.
-func (e *Envelope) MarshalJSON() ([]byte, error) {
+func (e Envelope) MarshalJSON() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
@@ -105,6 +110,16 @@ func (e *Envelope) MarshalJSON() ([]byte, error) {
 		return nil, malformed("args are not valid JSON")
 	}
 	return e.AppendJSON(make([]byte, 0, 128+len(e.Args))), nil
+}
+
+// UnmarshalJSON decodes and validates an envelope, as [DecodeEnvelope] does.
+func (e *Envelope) UnmarshalJSON(b []byte) error {
+	dec, err := DecodeEnvelope(b)
+	if err != nil {
+		return err
+	}
+	*e = dec
+	return nil
 }
 
 // AppendJSON appends the envelope's JSON to dst. It does not validate: use it on envelopes that

@@ -90,7 +90,12 @@ type ArgsError struct {
 	Err  error
 }
 
-func (e *ArgsError) Error() string { return "decode args of kind " + e.Kind + ": " + e.Err.Error() }
+func (e *ArgsError) Error() string {
+	if e.Err == nil {
+		return "decode args of kind " + e.Kind
+	}
+	return "decode args of kind " + e.Kind + ": " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *ArgsError) Unwrap() error { return e.Err }

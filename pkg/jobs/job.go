@@ -85,7 +85,7 @@ func WithInfo(ctx context.Context, info *Info) context.Context {
 // InfoFromContext returns the job being worked, when ctx is a job's context.
 func InfoFromContext(ctx context.Context) (*Info, bool) {
 	info, ok := ctx.Value(infoKey{}).(*Info)
-	return info, ok
+	return info, ok && info != nil
 }
 
 type traceKey struct{}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"unicode/utf8"
 )
 
 // MaxKindLength is the longest valid kind.
@@ -21,7 +22,8 @@ func ValidateKind(kind string) error {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 		case (c == '.' || c == '_' || c == ':' || c == '-') && i > 0:
 		default:
-			return fmt.Errorf("kind %q: character %q at %d is not allowed (want ^[a-z0-9][a-z0-9._:-]{0,127}$)", kind, c, i)
+			r, _ := utf8.DecodeRuneInString(kind[i:])
+			return fmt.Errorf("kind %q: character %q at %d is not allowed (want ^[a-z0-9][a-z0-9._:-]{0,127}$)", kind, r, i)
 		}
 	}
 	return nil

@@ -72,7 +72,7 @@ func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
 	if err := ValidateKind(name); err != nil {
 		return fmt.Errorf("jobs: register %T: %w", zero, err)
 	}
-	if w == nil {
+	if f, isFunc := w.(WorkFunc[T]); w == nil || (isFunc && f == nil) {
 		return fmt.Errorf("jobs: register %s: worker is nil", name)
 	}
 	var o KindOptions

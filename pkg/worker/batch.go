@@ -95,6 +95,7 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 	it.info.MessageID = rec.MessageID
 	it.info.GroupID = rec.MessageGroupID
 	it.info.ReceiveCount = max(rec.ApproximateReceiveCount, 1)
+	it.info.Attempt = it.info.ReceiveCount // refined below once the envelope is known
 	it.info.AWSTraceHeader = rec.AWSTraceHeader
 	if rec.SentTimestamp > 0 {
 		it.info.SentAt = time.UnixMilli(rec.SentTimestamp)
@@ -272,6 +273,9 @@ func (b *batch) work(ctx context.Context, it *item) (res result) {
 	start := b.h.cfg.Now()
 	info := &it.info
 	jctx := jobs.WithInfo(ctx, info)
+	if info.TraceParent != "" {
+		jctx = jobs.WithTraceParent(jctx, info.TraceParent) // the job's trace, over any outer one
+	}
 	var err error
 	func() {
 		defer func() {

@@ -1,0 +1,28 @@
+# sqsworker — run `make help` for the targets.
+SHELL := /bin/bash
+GO    ?= go
+PKGS  := ./...
+BENCH ?= .
+
+.PHONY: help test fmt-check vet unit demo bench tidy-check
+
+help: ## Show the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+test: fmt-check vet unit ## Run every check and test: gofmt, go vet, go test -race
+
+fmt-check: ## Fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+unit: ## go test -race on every package
+	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+
+demo: ## Run the whole system end to end on the embedded emulator
+	$(GO) run ./cmd/sqsworker demo
+
+bench: ## Run the benchmarks with -benchmem (BENCH=regexp to filter)
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)

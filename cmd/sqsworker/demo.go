@@ -1,0 +1,46 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+)
+
+func newDemoCmd(g *globals) *cobra.Command {
+	var verbose bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole system end to end on the embedded emulator",
+		Long: `demo provisions a queue and its DLQ, enqueues a mix of jobs (successes, a job that
+fails twice then succeeds, a poison job, a cancelled job, a malformed body and an unknown
+kind), runs the poller with the worker until every message is settled, and prints a
+table of outcomes and the DLQ with the reasons.`,
+		Example: `  sqsworker demo
+  sqsworker demo --verbose      # also print the worker's log lines (JSON) on stderr`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := demo.Options{Stack: g.stack, Timeout: timeout}
+			if verbose {
+				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			}
+			if g.endpoint != "" || g.region != "" {
+				b, err := awslocal.Start(cmd.Context(), awslocal.Options{Endpoint: g.endpoint, Region: g.region})
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				opts.Backend = b
+			}
+			_, err := demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the worker's and the poller's log lines on stderr")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up when the messages are not settled by then")
+	return cmd
+}

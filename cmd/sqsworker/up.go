@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+)
+
+func newUpCmd(g *globals) *cobra.Command {
+	var fifo bool
+	var maxReceive, visibility int
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Provision a stack's queue and DLQ (with its redrive policy)",
+		Long: `up creates <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a redrive
+policy, on the endpoint given by --endpoint or AWS_ENDPOINT_URL. It is idempotent.
+Without an endpoint it starts the embedded emulator, which ends with the command; use it
+against a running emulator or LocalStack.`,
+		Example: `  AWS_ENDPOINT_URL=http://localhost:4566 sqsworker up --stack myapp
+  sqsworker up --stack myapp --fifo --max-receive-count 30 --endpoint http://localhost:4566`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.stack == "" {
+				return &usageError{errors.New("up needs --stack NAME")}
+			}
+			b, err := awslocal.Start(cmd.Context(), awslocal.Options{Endpoint: g.endpoint, Region: g.region})
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			st, err := awslocal.Provision(cmd.Context(), sqs.NewFromConfig(b.Config), awslocal.StackOptions{
+				Name: g.stack, FIFO: fifo, MaxReceiveCount: maxReceive, VisibilityTimeout: visibility,
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
+			fmt.Fprintf(out, "queue     %s\n          %s\n", st.QueueURL, st.QueueARN)
+			fmt.Fprintf(out, "dlq       %s\n          %s\n", st.DLQURL, st.DLQARN)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&fifo, "fifo", false, "create FIFO queues")
+	cmd.Flags().IntVar(&maxReceive, "max-receive-count", 15, "redrive policy maxReceiveCount (≥ 3 × the largest MaxAttempts)")
+	cmd.Flags().IntVar(&visibility, "visibility-timeout", 30, "queue visibility timeout in seconds (≥ 6 × the function timeout)")
+	return cmd
+}

@@ -1,0 +1,324 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/poller"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+// Options configures Run. The zero value runs on a fresh embedded emulator.
+type Options struct {
+	// Backend to run on. Defaults to a new embedded emulator, closed when Run returns.
+	Backend *awslocal.Backend
+	// Stack names the queues. Defaults to a unique "demo-…" name.
+	Stack string
+	// Timeout bounds the wait for every message to settle. Defaults to 2 minutes.
+	Timeout time.Duration
+	// Logger receives the worker's and the poller's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Row is one message of the demo and what became of it.
+type Row struct {
+	Label     string // what the message is
+	MessageID string
+	JobID     string
+	Kind      string
+	Attempts  int
+	Outcome   string
+	Reason    string
+}
+
+// DeadLetter is one message found in the DLQ.
+type DeadLetter struct {
+	Failure worker.Failure
+	Body    string
+}
+
+// Report is what Run saw.
+type Report struct {
+	Stack   *awslocal.Stack
+	Rows    []Row
+	DLQ     []DeadLetter
+	Elapsed time.Duration
+}
+
+// Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
+// message is settled, and writes what happened to w.
+func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
+	start := time.Now()
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	backend := opts.Backend
+	if backend == nil {
+		var err error
+		if backend, err = awslocal.Start(ctx, awslocal.Options{}); err != nil {
+			return nil, err
+		}
+		defer backend.Close()
+	}
+	if opts.Stack == "" {
+		opts.Stack = awslocal.UniqueName("demo")
+	}
+	client := sqs.NewFromConfig(backend.Config)
+	stack, err := awslocal.Provision(ctx, client, awslocal.StackOptions{Name: opts.Stack, MaxReceiveCount: 3 * MaxAttempts})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\n\n", backend.URL, backend.Kind, stack.QueueURL, stack.DLQURL)
+
+	reg := jobs.NewRegistry()
+	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}); err != nil {
+		return nil, err
+	}
+	track := newTracker()
+	h, err := worker.New(worker.Config{
+		Registry: reg, SQS: client, QueueURL: stack.QueueURL, DLQURL: stack.DLQURL,
+		Logger: opts.Logger, OnBatch: track.observe,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := enqueue(ctx, client, stack, track); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "enqueued  %d messages; running the poller and the worker until all are settled…\n\n", track.count())
+
+	p, err := poller.New(poller.Config{
+		SQS: client, QueueURL: stack.QueueURL, Handler: h,
+		BatchSize: 10, Concurrency: 2, WaitTime: time.Second, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- p.Run(runCtx) }()
+	select {
+	case <-track.done:
+	case <-time.After(opts.Timeout):
+		stop()
+		<-runErr
+		return nil, fmt.Errorf("demo: not every message settled within %s", opts.Timeout)
+	case err := <-runErr:
+		return nil, fmt.Errorf("demo: poller stopped: %w", err)
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		return nil, fmt.Errorf("demo: poller: %w", err)
+	}
+
+	rep := &Report{Stack: stack, Rows: track.rows()}
+	dead := 0
+	for _, r := range rep.Rows {
+		if r.Outcome == worker.OutcomeDeadLettered {
+			dead++
+		}
+	}
+	if rep.DLQ, err = readDLQ(ctx, client, stack.DLQURL, dead); err != nil {
+		return nil, err
+	}
+	pos := map[string]int{}
+	for i, r := range rep.Rows {
+		pos[r.MessageID] = i
+	}
+	sort.SliceStable(rep.DLQ, func(i, j int) bool {
+		return pos[rep.DLQ[i].Failure.SourceMessageID] < pos[rep.DLQ[j].Failure.SourceMessageID]
+	})
+	rep.Elapsed = time.Since(start)
+	rep.print(w)
+	return rep, nil
+}
+
+// enqueue sends the demo's messages: jobs through the producer, and two raw bodies as a producer
+// in another language might send them.
+func enqueue(ctx context.Context, client *sqs.Client, stack *awslocal.Stack, track *tracker) error {
+	prod, err := producer.New(producer.Config{SQS: client, QueueURL: stack.QueueURL})
+	if err != nil {
+		return err
+	}
+	reqs := []producer.Request{
+		{Args: EmailArgs{To: "ada@example.com", Subject: "Welcome"}},
+		{Args: EmailArgs{To: "grace@example.com", Subject: "Your invoice"}},
+		{Args: ReportArgs{Name: "monthly-sales"}},
+		{Args: ResizeArgs{URL: "s3://photos/broken.jpg"}},
+		{Args: RefundArgs{Order: "order-42", Refunded: true}},
+		{Args: RefundArgs{Order: "order-43"}},
+	}
+	labels := []string{"succeeds", "succeeds", "fails twice, then succeeds", "poison: fails every attempt", "cancels itself", "succeeds"}
+	results, err := prod.EnqueueBatch(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	if err := producer.JoinErrors(results); err != nil {
+		return err
+	}
+	for i, r := range results {
+		track.expect(r.MessageID, labels[i], r.ID, r.Kind)
+	}
+	raw := []struct{ body, label string }{
+		{"hello from a shell script", "malformed body (plain SendMessage)"},
+		{`{"v":1,"id":"legacy-1","kind":"invoice.print","args":{"invoice":7}}`, "unknown kind (plain SendMessage)"},
+	}
+	for _, m := range raw {
+		out, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(stack.QueueURL), MessageBody: aws.String(m.body)})
+		if err != nil {
+			return err
+		}
+		track.expect(aws.ToString(out.MessageId), m.label, "", "")
+	}
+	return nil
+}
+
+// tracker follows every message until it is settled: succeeded, skipped, or delivered to the DLQ.
+type tracker struct {
+	mu      sync.Mutex
+	order   []string
+	byMsg   map[string]*Row
+	settled map[string]bool
+	done    chan struct{}
+	closed  bool
+}
+
+func newTracker() *tracker {
+	return &tracker{byMsg: map[string]*Row{}, settled: map[string]bool{}, done: make(chan struct{})}
+}
+
+func (t *tracker) expect(msgID, label, jobID, kind string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.order = append(t.order, msgID)
+	t.byMsg[msgID] = &Row{Label: label, MessageID: msgID, JobID: jobID, Kind: kind}
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.order)
+}
+
+func (t *tracker) observe(_ context.Context, outcomes []worker.Outcome) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range outcomes {
+		r, ok := t.byMsg[o.MessageID]
+		if !ok {
+			continue
+		}
+		r.Attempts = max(r.Attempts, o.Attempt)
+		r.Outcome, r.Reason = o.Outcome, o.Reason
+		if o.JobID != "" {
+			r.JobID, r.Kind = o.JobID, o.Kind
+		}
+		if !o.Failed {
+			t.settled[o.MessageID] = true
+		}
+	}
+	if !t.closed && len(t.order) > 0 && len(t.settled) == len(t.order) {
+		t.closed = true
+		close(t.done)
+	}
+}
+
+func (t *tracker) rows() []Row {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Row, 0, len(t.order))
+	for _, id := range t.order {
+		out = append(out, *t.byMsg[id])
+	}
+	return out
+}
+
+// readDLQ receives the dead letters (and leaves them there: they become visible again after a
+// short visibility).
+func readDLQ(ctx context.Context, client *sqs.Client, url string, want int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < want && time.Now().Before(deadline) {
+		res, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 1, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("demo: read the DLQ: %w", err)
+		}
+		for _, m := range res.Messages {
+			if seen[aws.ToString(m.MessageId)] {
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
+			d := DeadLetter{Body: aws.ToString(m.Body)}
+			if a, ok := m.MessageAttributes[worker.FailureAttribute]; ok {
+				if err := json.Unmarshal([]byte(aws.ToString(a.StringValue)), &d.Failure); err != nil {
+					return nil, fmt.Errorf("demo: DLQ message %s: bad %s: %w", aws.ToString(m.MessageId), worker.FailureAttribute, err)
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	if len(out) < want {
+		return out, errors.New("demo: the DLQ holds fewer messages than were dead-lettered")
+	}
+	return out, nil
+}
+
+func (r *Report) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPTS\tOUTCOME\tWHAT IT IS")
+	for _, row := range r.Rows {
+		outcome := row.Outcome
+		if row.Reason != "" {
+			outcome += " (" + row.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", dash(row.JobID), dash(row.Kind), row.Attempts, outcome, row.Label)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nDLQ: %d messages, each with its reason in the %s attribute\n", len(r.DLQ), worker.FailureAttribute)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REASON\tKIND\tJOB\tATTEMPTS\tERROR\tBODY")
+	for _, d := range r.DLQ {
+		f := d.Failure
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.Reason, dash(f.Kind), dash(f.JobID), f.Attempts, clip(f.Error, 60), clip(d.Body, 40))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nall %d messages settled in %s\n", len(r.Rows), r.Elapsed.Round(100*time.Millisecond))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
