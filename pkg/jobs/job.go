@@ -42,7 +42,8 @@ type Info struct {
 
 	// MessageID is the SQS message id of this delivery.
 	MessageID string
-	// GroupID is the FIFO message group id ("" on standard queues).
+	// GroupID is the message group id: the FIFO group, or a standard queue's fair-queue group
+	// ("" when the message has none).
 	GroupID string
 	// ReceiveCount is the message's ApproximateReceiveCount.
 	ReceiveCount int
@@ -100,7 +101,7 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 // TraceParentFromContext returns the traceparent set with [WithTraceParent], or the one of the
 // job being worked in ctx.
 func TraceParentFromContext(ctx context.Context) string {
-	if tp, ok := ctx.Value(traceKey{}).(string); ok {
+	if tp, ok := ctx.Value(traceKey{}).(string); ok && tp != "" {
 		return tp
 	}
 	if info, ok := InfoFromContext(ctx); ok {

@@ -1,0 +1,108 @@
+package producer
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Option sets a property of one job. Options are checked when the job is enqueued; a bad value
+// rejects that job with an error naming the option. Later options override earlier ones, except
+// WithMeta and WithAttributes, which add to what earlier calls set. An []Option may be reused
+// for many jobs.
+type Option func(*options)
+
+type options struct {
+	id, key, group, dedup             string
+	idSet, keySet, groupSet, dedupSet bool
+
+	delay    time.Duration
+	delaySet bool
+
+	maxAttempts    int
+	maxAttemptsSet bool
+
+	meta map[string]string // owned: built by WithMeta for this job only
+
+	attrs      map[string]types.MessageAttributeValue
+	attrsOwned bool // attrs is a copy made by this job, not a caller's map
+}
+
+// WithID sets the job's id instead of a new ULID: 1 to MaxIDLength printable ASCII characters.
+// The id names one job; use WithKey to name the operation.
+func WithID(id string) Option {
+	return func(o *options) { o.id, o.idSet = id, true }
+}
+
+// WithKey sets the job's idempotency key, scoped by kind (envelope "key"): it names the
+// operation, so that two jobs with the same kind and key are one job to the worker's
+// idempotency store and, on FIFO queues, to SQS's deduplication. Non-empty, valid UTF-8, at most
+// MaxKeyLength bytes. Without it the key is the job's id.
+func WithKey(key string) Option {
+	return func(o *options) { o.key, o.keySet = key, true }
+}
+
+// WithDelay delays the job's first delivery by d, with SQS DelaySeconds: 0 to 15 minutes on
+// standard queues, rounded up to whole seconds. A longer delay, or any delay above 0 on a FIFO
+// queue, is rejected with ErrNeedsScheduler for now. Without it (or with 0), the queue's default
+// delay applies.
+func WithDelay(d time.Duration) Option {
+	return func(o *options) { o.delay, o.delaySet = d, true }
+}
+
+// WithMaxAttempts overrides the kind's MaxAttempts for this job (envelope "max_attempts"). n
+// must be at least 1.
+func WithMaxAttempts(n int) Option {
+	return func(o *options) { o.maxAttempts, o.maxAttemptsSet = n, true }
+}
+
+// WithGroupID sets the SQS message group id: required on FIFO queues, where jobs of one group
+// run one at a time in order. On a standard queue it enables SQS fair queues (the group names
+// the tenant). 1 to 128 characters: letters, digits and ASCII punctuation.
+func WithGroupID(group string) Option {
+	return func(o *options) { o.group, o.groupSet = group, true }
+}
+
+// WithDeduplicationID sets the SQS message deduplication id of a job on a FIFO queue (1 to 128
+// characters: letters, digits and ASCII punctuation). Without it the producer derives one from
+// the kind and key. It is an error on a standard queue.
+func WithDeduplicationID(id string) Option {
+	return func(o *options) { o.dedup, o.dedupSet = id, true }
+}
+
+// WithMeta adds a string to the envelope's meta. The key "traceparent" overrides the trace
+// context taken from the caller's context.
+func WithMeta(key, value string) Option {
+	return func(o *options) {
+		if o.meta == nil {
+			o.meta = make(map[string]string, 2)
+		}
+		o.meta[key] = value
+	}
+}
+
+// WithAttributes adds SQS message attributes to the job's message. At most MaxAttributes per
+// job; names follow SQS's rules and must not start with "AWS.", "Amazon." or "sqsworker."
+// (reserved for AWS and for the worker). The map is read, not copied, unless several
+// WithAttributes options are merged: do not modify it until the enqueue call returns.
+func WithAttributes(attrs map[string]types.MessageAttributeValue) Option {
+	return func(o *options) {
+		if len(attrs) == 0 {
+			return
+		}
+		if o.attrs == nil {
+			o.attrs = attrs
+			return
+		}
+		if !o.attrsOwned {
+			merged := make(map[string]types.MessageAttributeValue, len(o.attrs)+len(attrs))
+			for k, v := range o.attrs {
+				merged[k] = v
+			}
+			o.attrs, o.attrsOwned = merged, true
+		}
+		for k, v := range attrs {
+			o.attrs[k] = v
+		}
+	}
+}

@@ -1,0 +1,419 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// SQSAPI is the part of the SQS client the producer uses. *sqs.Client implements it.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Config configures a Producer. SQS and QueueURL are required; the zero value of every other
+// field is its default.
+type Config struct {
+	// SQS sends the messages, usually sqs.NewFromConfig(cfg). Required.
+	SQS SQSAPI
+	// QueueURL is the queue jobs are sent to. Required. A URL ending in ".fifo" is a FIFO queue:
+	// its jobs need a message group (WithGroupID) and cannot be delayed.
+	QueueURL string
+	// IDs makes job ids. Defaults to ULIDs from Clock and math/rand/v2.
+	IDs jobs.IDSource
+	// Clock gives the envelope's enqueued_at. Defaults to time.Now.
+	Clock func() time.Time
+	// MaxRetries is how many more times EnqueueBatch sends a job that SQS failed inside a
+	// successful SendMessageBatch call with a retryable code (throttling, a server fault).
+	// Whole-call errors are retried by the SDK's own retryer, not here. Defaults to 3; -1
+	// disables these retries.
+	MaxRetries int
+	// RetryBaseDelay is the wait before the first retry; each retry doubles it, up to
+	// RetryMaxDelay, and waits a random time between half of it and all of it. Defaults to 50ms.
+	RetryBaseDelay time.Duration
+	// RetryMaxDelay caps the wait between retries. Defaults to 1s.
+	RetryMaxDelay time.Duration
+	// Sleep waits d between retries, returning ctx's error early when ctx is done. Defaults to
+	// a timer; tests inject one that returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Rand returns a number in [0, 1) for the retry jitter. Defaults to math/rand/v2's Float64.
+	Rand func() float64
+}
+
+// Producer enqueues jobs on one queue. Create it with New; it is safe for concurrent use.
+type Producer struct {
+	sqs      SQSAPI
+	queueURL string
+	fifo     bool
+	ids      jobs.IDSource
+	clock    func() time.Time
+
+	maxRetries int
+	retryBase  time.Duration
+	retryMax   time.Duration
+	sleep      func(context.Context, time.Duration) error
+	rand       func() float64
+}
+
+// New checks cfg and returns a Producer.
+func New(cfg Config) (*Producer, error) {
+	if cfg.SQS == nil {
+		return nil, errors.New("producer: Config.SQS is nil: pass an SQS client, such as sqs.NewFromConfig(cfg)")
+	}
+	if cfg.QueueURL == "" {
+		return nil, errors.New("producer: Config.QueueURL is empty")
+	}
+	u, err := url.Parse(cfg.QueueURL)
+	if err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return nil, fmt.Errorf("producer: Config.QueueURL %q is not a queue URL (want https://sqs.<region>.amazonaws.com/<account>/<queue>)", cfg.QueueURL)
+	}
+	p := &Producer{
+		sqs:        cfg.SQS,
+		queueURL:   cfg.QueueURL,
+		fifo:       strings.HasSuffix(strings.TrimRight(u.Path, "/"), ".fifo"),
+		ids:        cfg.IDs,
+		clock:      cfg.Clock,
+		maxRetries: cfg.MaxRetries,
+		retryBase:  cfg.RetryBaseDelay,
+		retryMax:   cfg.RetryMaxDelay,
+		sleep:      cfg.Sleep,
+		rand:       cfg.Rand,
+	}
+	switch {
+	case p.maxRetries == 0:
+		p.maxRetries = 3
+	case p.maxRetries == -1:
+		p.maxRetries = 0
+	case p.maxRetries < -1:
+		return nil, fmt.Errorf("producer: Config.MaxRetries %d is negative (use -1 to disable retries)", cfg.MaxRetries)
+	}
+	if p.retryBase < 0 || p.retryMax < 0 {
+		return nil, fmt.Errorf("producer: Config.RetryBaseDelay %v and RetryMaxDelay %v must not be negative", p.retryBase, p.retryMax)
+	}
+	if p.retryBase == 0 {
+		p.retryBase = 50 * time.Millisecond
+	}
+	if p.retryMax == 0 {
+		p.retryMax = time.Second
+	}
+	if p.retryMax < p.retryBase {
+		return nil, fmt.Errorf("producer: Config.RetryMaxDelay %v is below RetryBaseDelay %v", p.retryMax, p.retryBase)
+	}
+	if p.clock == nil {
+		p.clock = time.Now
+	}
+	if p.ids.Now == nil {
+		p.ids.Now = p.clock
+	}
+	if p.sleep == nil {
+		p.sleep = sleep
+	}
+	if p.rand == nil {
+		p.rand = rand.Float64
+	}
+	return p, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// QueueURL returns the queue the producer sends to.
+func (p *Producer) QueueURL() string { return p.queueURL }
+
+// FIFO reports whether the queue is a FIFO queue.
+func (p *Producer) FIFO() bool { return p.fifo }
+
+// Request is one job of EnqueueBatch.
+type Request struct {
+	// Args are the job's arguments.
+	Args jobs.Args
+	// Options set the job's key, delay, group and so on.
+	Options []Option
+}
+
+// Result is what became of one job.
+type Result struct {
+	// ID is the job's id ("" when the job was rejected before one was chosen).
+	ID string
+	// Kind is the job's kind.
+	Kind string
+	// Key is the job's idempotency key: the WithKey value, or the id.
+	Key string
+	// MessageID is the SQS message id, when the job was enqueued.
+	MessageID string
+	// SequenceNumber is the SQS sequence number of a job on a FIFO queue.
+	SequenceNumber string
+	// Err is why the job was not enqueued, or nil. Validation errors wrap ErrInvalid; rejections
+	// inside a batch response are *EntryError.
+	Err error
+}
+
+// JoinErrors returns the errors of the results that failed, joined, or nil when all succeeded.
+func JoinErrors(results []Result) error {
+	var errs []error
+	for i := range results {
+		if results[i].Err != nil {
+			errs = append(errs, results[i].Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Enqueue validates one job and sends it with SendMessage. The returned error is also in
+// Result.Err.
+func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) (Result, error) {
+	s := getScratch()
+	j, err := p.prepare(s, args, opts, jobs.TraceParentFromContext(ctx), nil)
+	putScratch(s)
+	res := Result{ID: j.id, Kind: j.kind, Key: j.key}
+	if err != nil {
+		res.Err = fmt.Errorf("producer: enqueue %s: %w", j.label(), err)
+		return res, res.Err
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl:          &p.queueURL,
+		MessageBody:       &j.body,
+		DelaySeconds:      j.delay,
+		MessageAttributes: j.attrs,
+	}
+	if j.group != "" {
+		in.MessageGroupId = &j.group
+	}
+	if j.dedup != "" {
+		in.MessageDeduplicationId = &j.dedup
+	}
+	out, err := p.sqs.SendMessage(ctx, in)
+	if err != nil {
+		res.Err = fmt.Errorf("producer: enqueue %s (id %s): SQS SendMessage: %w", j.label(), j.id, err)
+		return res, res.Err
+	}
+	res.MessageID = aws.ToString(out.MessageId)
+	res.SequenceNumber = aws.ToString(out.SequenceNumber)
+	return res, nil
+}
+
+// job is a validated job, ready to send.
+type job struct {
+	id, kind, key string // key is the effective key
+	body          string
+	size          int // body + attributes, as SQS counts them
+	delay         int32
+	group, dedup  string
+	attrs         map[string]types.MessageAttributeValue
+}
+
+// label names the job in errors: its kind, or "job" when it has none.
+func (j *job) label() string {
+	if j.kind == "" {
+		return "job"
+	}
+	return j.kind
+}
+
+// scratch holds the buffers one prepare call reuses.
+type scratch struct {
+	args bytes.Buffer
+	enc  *json.Encoder
+	body []byte
+	opts options
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	s := &scratch{body: make([]byte, 0, 512)}
+	s.enc = json.NewEncoder(&s.args)
+	s.enc.SetEscapeHTML(false)
+	return s
+}}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+// maxPooledBuffer keeps an occasional huge job from pinning its buffers in the pool.
+const maxPooledBuffer = 2 * MaxBatchRequestSize
+
+func putScratch(s *scratch) {
+	if s.args.Cap() > maxPooledBuffer || cap(s.body) > maxPooledBuffer {
+		return
+	}
+	s.opts = options{}
+	scratchPool.Put(s)
+}
+
+// prepare validates a job and builds its message. tpMeta, when not nil, is a shared read-only
+// {"traceparent": tp} map for jobs without meta of their own.
+func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string, tpMeta map[string]string) (j job, err error) {
+	if args == nil {
+		return j, invalid("args are nil")
+	}
+	if v := reflect.ValueOf(args); v.Kind() == reflect.Pointer && v.IsNil() {
+		return j, invalid("args are a nil %T", args)
+	}
+	j.kind = args.Kind()
+	if err := jobs.ValidateKind(j.kind); err != nil {
+		j.kind = "" // not a kind: keep it out of labels and results
+		return j, invalid("args %T: %v", args, err)
+	}
+
+	o := &s.opts
+	*o = options{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+
+	if o.maxAttemptsSet && o.maxAttempts < 1 {
+		return j, invalid("max attempts %d: must be at least 1", o.maxAttempts)
+	}
+	if o.delaySet {
+		if j.delay, err = delaySeconds(o.delay, p.fifo); err != nil {
+			return j, err
+		}
+	}
+	if o.keySet {
+		if err := checkKey(o.key); err != nil {
+			return j, err
+		}
+	}
+	if o.groupSet {
+		if err := checkToken("message group id", o.group); err != nil {
+			return j, err
+		}
+		j.group = o.group
+	} else if p.fifo {
+		return j, invalid("no message group id: FIFO queue %s needs one for every job (use producer.WithGroupID)", p.queueName())
+	}
+	if o.dedupSet {
+		if !p.fifo {
+			return j, invalid("deduplication id %q on standard queue %s: deduplication ids apply only to FIFO queues", o.dedup, p.queueName())
+		}
+		if err := checkToken("deduplication id", o.dedup); err != nil {
+			return j, err
+		}
+	}
+	for k := range o.meta {
+		if k == "" {
+			return j, invalid("meta key is empty")
+		}
+	}
+	attrSize, err := checkAttributes(o.attrs)
+	if err != nil {
+		return j, err
+	}
+
+	if o.idSet {
+		if err := checkID(o.id); err != nil {
+			return j, err
+		}
+		j.id = o.id
+	} else {
+		j.id = p.ids.NewID()
+	}
+	j.key = j.id
+	if o.keySet {
+		j.key = o.key
+	}
+	if p.fifo {
+		if o.dedupSet {
+			j.dedup = o.dedup
+		} else {
+			j.dedup = deduplicationID(j.kind, j.key)
+		}
+	}
+
+	s.args.Reset()
+	if err := s.enc.Encode(args); err != nil {
+		return j, invalid("args %T do not encode to JSON: %v", args, err)
+	}
+	raw := s.args.Bytes()
+	raw = raw[:len(raw)-1] // Encode appends a newline
+	if raw[0] != '{' {
+		return j, invalid("args %T encode to a JSON %s; args must encode to a JSON object (a struct or a map)", args, jsonType(raw[0]))
+	}
+	if len(raw)+attrSize > MaxMessageSize {
+		return j, tooLarge("args are %d bytes and attributes %d: the message would exceed %d bytes (SQS's 1 MiB minus 8 KiB kept for the worker)", len(raw), attrSize, MaxMessageSize)
+	}
+
+	meta := o.meta
+	if tp != "" {
+		switch {
+		case meta != nil:
+			if _, ok := meta[jobs.MetaTraceParent]; !ok {
+				meta[jobs.MetaTraceParent] = tp
+			}
+		case tpMeta != nil:
+			meta = tpMeta
+		default:
+			meta = map[string]string{jobs.MetaTraceParent: tp}
+		}
+	}
+	env := jobs.Envelope{
+		V:          jobs.EnvelopeVersion,
+		ID:         j.id,
+		Kind:       j.kind,
+		Args:       raw,
+		EnqueuedAt: p.clock(),
+		Meta:       meta,
+	}
+	if o.keySet {
+		env.Key = o.key
+	}
+	if o.maxAttemptsSet {
+		env.MaxAttempts = o.maxAttempts
+	}
+	if err := env.Validate(); err != nil {
+		return j, invalid("%v", err)
+	}
+	s.body = env.AppendJSON(s.body[:0])
+	j.size = len(s.body) + attrSize
+	if j.size > MaxMessageSize {
+		return j, tooLarge("message is %d bytes (body %d + attributes %d), above the limit of %d bytes (SQS's 1 MiB minus 8 KiB kept for the worker)", j.size, len(s.body), attrSize, MaxMessageSize)
+	}
+	j.body = string(s.body)
+	j.attrs = o.attrs
+	return j, nil
+}
+
+func jsonType(c byte) string {
+	switch c {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// queueName returns the last path element of the queue URL, for messages.
+func (p *Producer) queueName() string {
+	u := strings.TrimRight(p.queueURL, "/")
+	return u[strings.LastIndexByte(u, '/')+1:]
+}
