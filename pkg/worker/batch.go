@@ -65,12 +65,10 @@ func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
 		return nil
 	}
 	b := &batch{h: h, items: make([]item, len(recs)), invoked: h.cfg.Now(), sourceARN: recs[0].EventSourceARN}
-	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo")
+	// FIFO by the queue's name only: standard queues may carry message groups too (fair queues).
+	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo") || strings.HasSuffix(h.cfg.QueueURL, ".fifo")
 	for i := range recs {
 		b.items[i].rec = &recs[i]
-		if recs[i].MessageGroupID != "" {
-			b.fifo = true
-		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		b.workEnd = dl.Add(-h.cfg.DeadlineMargin)

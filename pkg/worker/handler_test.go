@@ -703,3 +703,21 @@ func TestOnBatchReportsEveryOutcome(t *testing.T) {
 		t.Errorf("visibility = %s, want 20s", got[1].Visibility)
 	}
 }
+
+func TestFairQueueGroupsOnStandardQueueAreNotFIFO(t *testing.T) {
+	t.Parallel()
+	s := newTestHandler(t, nil)
+	tenant := func(_ *jobs.Envelope, m *events.SQSMessage) { m.Attributes["MessageGroupId"] = "tenant-1" }
+	failed := handle(t, s, context.Background(),
+		msg("1", testArgs{Do: "fail"}, tenant),
+		msg("2", testArgs{Do: "ok"}, tenant),
+		msg("3", testArgs{Do: "cancel"}, tenant),
+	)
+	if !equal(failed, []string{"1"}) {
+		t.Errorf("failed = %v, want [1]: a standard queue's groups do not stop on failure", failed)
+	}
+	dlq := s.sqs.sentTo(testDLQURL)
+	if len(dlq) != 1 || dlq[0].MessageDeduplicationId != nil {
+		t.Errorf("DLQ entries = %+v, want one without FIFO fields", dlq)
+	}
+}
