@@ -8,6 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/goccy/go-json v0.12.0
 	github.com/sivchari/kumo v0.33.1
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0

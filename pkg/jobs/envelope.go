@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // EnvelopeVersion is the envelope format this package reads and writes.
@@ -226,46 +227,16 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// envelopeJSON is the reflection-friendly shape used by DecodeEnvelope.
-type envelopeJSON struct {
-	V              *int              `json:"v"`
-	ID             string            `json:"id"`
-	Kind           string            `json:"kind"`
-	Args           json.RawMessage   `json:"args"`
-	Key            string            `json:"key"`
-	EnqueuedAt     string            `json:"enqueued_at"`
-	MaxAttempts    int               `json:"max_attempts"`
-	AttemptsBefore int               `json:"attempts_before"`
-	RunAt          string            `json:"run_at"`
-	Meta           map[string]string `json:"meta"`
-}
-
 // DecodeEnvelope parses and validates an envelope. Every error wraps [ErrMalformed].
+//
+// It is [ParseEnvelope] on a copy of body: the result does not alias body, and its Args may be
+// modified (it is the only thing that refers to those bytes of the copy).
 func DecodeEnvelope(body []byte) (Envelope, error) {
-	var raw envelopeJSON
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return Envelope{}, malformed("%v", err)
+	b := bytes.Clone(body)
+	if len(b) == 0 {
+		return ParseEnvelope("")
 	}
-	if raw.V == nil {
-		return Envelope{}, malformed("v is missing")
-	}
-	e := Envelope{
-		V: *raw.V, ID: raw.ID, Kind: raw.Kind, Args: raw.Args, Key: raw.Key,
-		MaxAttempts: raw.MaxAttempts, AttemptsBefore: raw.AttemptsBefore, Meta: raw.Meta,
-	}
-	var err error
-	if raw.EnqueuedAt != "" {
-		if e.EnqueuedAt, err = time.Parse(time.RFC3339Nano, raw.EnqueuedAt); err != nil {
-			return Envelope{}, malformed("enqueued_at: %v", err)
-		}
-	}
-	if raw.RunAt != "" {
-		if e.RunAt, err = time.Parse(time.RFC3339Nano, raw.RunAt); err != nil {
-			return Envelope{}, malformed("run_at: %v", err)
-		}
-	}
-	if err := e.Validate(); err != nil {
-		return Envelope{}, err
-	}
-	return e, nil
+	// The strings of the result alias b where it holds them, and Args is b[start:end:end]
+	// apart from them: writing to Args changes no string.
+	return ParseEnvelope(unsafe.String(&b[0], len(b)))
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -93,7 +92,7 @@ func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
 	}
 	k := &Kind{name: name, opts: o, run: func(ctx context.Context, info *Info) error {
 		job := &Job[T]{Info: info}
-		if err := json.Unmarshal(info.RawArgs, &job.Args); err != nil {
+		if err := decodeArgs(info.RawArgs, &job.Args); err != nil {
 			return &ArgsError{Kind: name, Err: err}
 		}
 		return w.Work(ctx, job)

@@ -1,0 +1,307 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// deleteAttempts is how many times a message's delete is tried when SQS fails it on its side.
+const deleteAttempts = 3
+
+// visibilityMargin is kept below SQS's 12-hour limit when extending visibility: the limit counts
+// from SQS's receive, which this process only knows to within a request's duration.
+const visibilityMargin = 5 * time.Second
+
+// inflight is one received message of a batch.
+type inflight struct {
+	msg        sqstypes.Message
+	receivedAt time.Time // when the ReceiveMessage call that returned it started
+	settled    bool      // no more heartbeat extensions: at the 12-hour limit, or rejected
+}
+
+// batch is the set of messages handed to one handler invocation, and its heartbeat.
+type batch struct {
+	p *Poller
+
+	mu       sync.Mutex
+	msgs     []*inflight
+	bytes    int
+	deadline time.Time // the handler's deadline, after which the heartbeat stops; zero: none
+
+	hbStop chan struct{}
+	hbDone chan struct{}
+}
+
+func (p *Poller) newBatch() *batch { return &batch{p: p} }
+
+// add appends received messages and starts the heartbeat with the first ones.
+func (b *batch) add(msgs []sqstypes.Message, receivedAt time.Time) {
+	b.mu.Lock()
+	for _, m := range msgs {
+		b.msgs = append(b.msgs, &inflight{msg: m, receivedAt: receivedAt})
+		b.bytes += len(aws.ToString(m.Body))
+	}
+	b.mu.Unlock()
+	if b.hbStop == nil && !b.p.cfg.DisableHeartbeat {
+		b.hbStop, b.hbDone = make(chan struct{}), make(chan struct{})
+		go b.heartbeat()
+	}
+}
+
+// stopHeartbeat stops the heartbeat and waits until no extension is in progress.
+func (b *batch) stopHeartbeat() {
+	if b.hbStop != nil {
+		close(b.hbStop)
+		<-b.hbDone
+	}
+}
+
+// heartbeat extends the visibility of the batch's messages every visibility/3 until stopped or
+// past the handler's deadline.
+func (b *batch) heartbeat() {
+	defer close(b.hbDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-b.hbStop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(b.p.visibility / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.hbStop:
+			return
+		case <-t.C:
+			if !b.extend(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// extension returns the visibility timeout a heartbeat sets on a message received elapsed ago: the
+// visibility timeout, capped so that the message stays within SQS's 12 hours from its receive. It
+// reports false when no extension is possible any more.
+func extension(visibility, elapsed time.Duration) (time.Duration, bool) {
+	limit := (MaxVisibilityTimeout - elapsed - visibilityMargin).Truncate(time.Second)
+	if limit < time.Second {
+		return 0, false
+	}
+	return min(visibility, limit), true
+}
+
+// extend makes one heartbeat; it reports false when the heartbeat should stop.
+func (b *batch) extend(ctx context.Context) bool {
+	now := b.p.now()
+	b.mu.Lock()
+	if !b.deadline.IsZero() && !now.Before(b.deadline) {
+		b.mu.Unlock()
+		b.p.log.Warn("handler still running at its deadline: heartbeat stopped, its messages will be redelivered after their visibility timeout",
+			slog.Int("messages", len(b.msgs)))
+		return false
+	}
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	var targets []*inflight
+	for _, m := range b.msgs {
+		if m.settled {
+			continue
+		}
+		vis, ok := extension(b.p.visibility, now.Sub(m.receivedAt))
+		if !ok {
+			m.settled = true
+			b.p.log.Warn("message reached SQS's 12-hour visibility limit: it will be redelivered",
+				slog.String("message_id", aws.ToString(m.msg.MessageId)))
+			continue
+		}
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+			ReceiptHandle:     m.msg.ReceiptHandle,
+			VisibilityTimeout: int32(vis / time.Second),
+		})
+		targets = append(targets, m)
+	}
+	b.mu.Unlock()
+	if len(entries) == 0 {
+		return true
+	}
+
+	for start := 0; start < len(entries); start += maxReceive {
+		chunk := entries[start:min(start+maxReceive, len(entries))]
+		for i := range chunk {
+			chunk[i].Id = aws.String(strconv.Itoa(start + i))
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := b.p.cfg.SQS.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(b.p.cfg.QueueURL),
+			Entries:  chunk,
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				b.p.log.Warn("heartbeat: extending visibility failed", slog.Any("error", err), slog.Int("messages", len(chunk)))
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < 0 || i >= len(targets) {
+				continue
+			}
+			m := targets[i]
+			b.p.log.Warn("heartbeat: extending a message's visibility failed",
+				slog.String("message_id", aws.ToString(m.msg.MessageId)),
+				slog.String("code", aws.ToString(f.Code)), slog.String("error", aws.ToString(f.Message)))
+			if f.SenderFault {
+				// The receipt handle is no longer valid (the message was received again, or
+				// deleted): further extensions would fail the same way.
+				b.mu.Lock()
+				m.settled = true
+				b.mu.Unlock()
+			}
+		}
+	}
+	return true
+}
+
+// process invokes the handler with the batch, then deletes the messages it did not report failed.
+func (p *Poller) process(runCtx context.Context, b *batch) {
+	base := context.WithoutCancel(runCtx)
+	hctx, cancel := base, context.CancelFunc(func() {})
+	if p.cfg.InvocationTimeout > 0 {
+		hctx, cancel = context.WithTimeout(base, p.cfg.InvocationTimeout)
+	}
+	defer cancel()
+
+	b.mu.Lock()
+	if d, ok := hctx.Deadline(); ok {
+		b.deadline = d
+	}
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(b.msgs))}
+	for i, m := range b.msgs {
+		ev.Records[i] = toRecord(m.msg, p.queueARN, p.region)
+	}
+	b.mu.Unlock()
+
+	start := p.now()
+	resp, err := p.invoke(hctx, ev)
+	b.stopHeartbeat()
+	log := p.log.With(slog.Int("messages", len(ev.Records)), slog.Duration("duration", p.now().Sub(start)))
+	if err != nil {
+		log.Error("handler failed: the whole batch will be retried after its visibility timeout", slog.Any("error", err))
+		return
+	}
+
+	failed, err := checkFailures(ev, resp)
+	if err != nil {
+		log.Error("invalid batch item failures: the whole batch will be retried after its visibility timeout", slog.Any("error", err))
+		return
+	}
+	var done []*inflight
+	for _, m := range b.msgs {
+		if _, ok := failed[aws.ToString(m.msg.MessageId)]; !ok {
+			done = append(done, m)
+		}
+	}
+	deleted := p.deleteMessages(base, done)
+	log.Debug("batch handled", slog.Int("failed", len(b.msgs)-len(done)), slog.Int("deleted", deleted))
+}
+
+// invoke calls the handler, turning a panic into an error (with the stack logged).
+func (p *Poller) invoke(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("poller: handler panicked: %v", r)
+		}
+	}()
+	return p.cfg.Handler.HandleSQS(ctx, ev)
+}
+
+// checkFailures returns the message ids reported failed, or an error when an itemIdentifier is
+// empty or names no message of the batch (which, as in Lambda, fails the whole batch).
+func checkFailures(ev events.SQSEvent, resp events.SQSEventResponse) (map[string]struct{}, error) {
+	failed := make(map[string]struct{}, len(resp.BatchItemFailures))
+	if len(resp.BatchItemFailures) == 0 {
+		return failed, nil
+	}
+	ids := make(map[string]struct{}, len(ev.Records))
+	for _, r := range ev.Records {
+		ids[r.MessageId] = struct{}{}
+	}
+	for _, f := range resp.BatchItemFailures {
+		if f.ItemIdentifier == "" {
+			return nil, fmt.Errorf("poller: a batch item failure has an empty itemIdentifier")
+		}
+		if _, ok := ids[f.ItemIdentifier]; !ok {
+			return nil, fmt.Errorf("poller: batch item failure %q is not a message of the batch", f.ItemIdentifier)
+		}
+		failed[f.ItemIdentifier] = struct{}{}
+	}
+	return failed, nil
+}
+
+// deleteMessages deletes msgs in batches of 10, retrying the entries SQS failed on its side, and
+// logs those that cannot be deleted. It returns how many were deleted.
+func (p *Poller) deleteMessages(ctx context.Context, msgs []*inflight) int {
+	deleted := 0
+	for attempt := 1; len(msgs) > 0; attempt++ {
+		final := attempt == deleteAttempts
+		var retry []*inflight
+		for start := 0; start < len(msgs); start += maxReceive {
+			chunk := msgs[start:min(start+maxReceive, len(msgs))]
+			entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
+			for i, m := range chunk {
+				entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.msg.ReceiptHandle}
+			}
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := p.cfg.SQS.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{
+				QueueUrl: aws.String(p.cfg.QueueURL),
+				Entries:  entries,
+			})
+			cancel()
+			if err != nil {
+				if final {
+					for _, m := range chunk {
+						p.log.Error("cannot delete a handled message: it may be delivered again",
+							slog.String("message_id", aws.ToString(m.msg.MessageId)), slog.Any("error", err))
+					}
+				} else {
+					retry = append(retry, chunk...)
+				}
+				continue
+			}
+			deleted += len(out.Successful)
+			for _, f := range out.Failed {
+				i, err := strconv.Atoi(aws.ToString(f.Id))
+				if err != nil || i < 0 || i >= len(chunk) {
+					continue
+				}
+				if f.SenderFault || final {
+					p.log.Error("cannot delete a handled message: it may be delivered again",
+						slog.String("message_id", aws.ToString(chunk[i].msg.MessageId)),
+						slog.String("code", aws.ToString(f.Code)), slog.String("error", aws.ToString(f.Message)))
+					continue
+				}
+				retry = append(retry, chunk[i])
+			}
+		}
+		if len(retry) > 0 && !sleep(ctx, p.cfg.Backoff(attempt)) {
+			return deleted
+		}
+		msgs = retry
+	}
+	return deleted
+}

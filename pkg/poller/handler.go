@@ -1,0 +1,33 @@
+package poller
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// SQSAPI is the part of the SQS client (*sqs.Client) a Poller uses.
+type SQSAPI interface {
+	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Handler handles one batch of SQS messages, as a Lambda function behind an SQS event source
+// mapping with ReportBatchItemFailures does: it returns the messages to retry in
+// BatchItemFailures, or an error to retry the whole batch.
+type Handler interface {
+	HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// HandleSQS calls f(ctx, ev).
+func (f HandlerFunc) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return f(ctx, ev)
+}
