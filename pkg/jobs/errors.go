@@ -99,3 +99,31 @@ func (e *ArgsError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ArgsError) Unwrap() error { return e.Err }
+
+// DeferError reports a job that did not run and should be delivered again after Delay, without
+// spending an attempt: for example, another worker holds its claim, or the idempotency store is
+// unavailable. Create one with [Defer].
+type DeferError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *DeferError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("deferred for %s", e.Delay)
+	}
+	return fmt.Sprintf("deferred for %s: %s", e.Delay, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *DeferError) Unwrap() error { return e.Err }
+
+// Defer returns an error that reports the job as not run: its message comes back after d and the
+// attempt does not count (with a store that counts runs). Middleware returns it instead of
+// calling the worker. A negative d is treated as 0.
+func Defer(d time.Duration, err error) error {
+	if d < 0 {
+		d = 0
+	}
+	return &DeferError{Delay: d, Err: err}
+}

@@ -90,8 +90,12 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		deadErr   *jobs.DeadLetterError
 		cancelErr *jobs.CancelError
 		retryErr  *jobs.RetryAfterError
+		deferErr  *jobs.DeferError
 	)
 	switch {
+	case errors.As(err, &deferErr):
+		// Not run: no attempt spent, so no exhaustion check.
+		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(deferErr.Delay, capVis)}
 	case errors.As(err, &argsErr):
 		return deadLetter(jobs.ReasonMalformed, err)
 	case errors.As(err, &deadErr):

@@ -32,6 +32,8 @@ func TestDecide(t *testing.T) {
 		{name: "retry after on last attempt is exhausted", err: jobs.RetryAfter(time.Second, plain), attempt: 3, max: 3, want: result{outcome: OutcomeDeadLettered, act: actDeadLetter, reason: jobs.ReasonExhausted}},
 		{name: "retry after beyond cap re-sends", err: jobs.RetryAfter(3*time.Hour, plain), attempt: 2, max: 3,
 			want: result{outcome: OutcomeRetry, act: actResend, delay: 15 * time.Minute, runAt: now.Add(3 * time.Hour), attempts: 2}},
+		{name: "defer never exhausts", err: jobs.Defer(30*time.Second, plain), attempt: 3, max: 3, want: result{outcome: OutcomeDeferred, act: actRetry, visibility: 30 * time.Second}},
+		{name: "defer is capped", err: jobs.Defer(2*time.Hour, plain), attempt: 1, max: 3, want: result{outcome: OutcomeDeferred, act: actRetry, visibility: capVis}},
 		{name: "backoff above cap is capped", err: plain, attempt: 1, max: 3, want: result{outcome: OutcomeRetry, act: actRetry, visibility: 10 * time.Second}},
 	}
 	for _, tt := range tests {

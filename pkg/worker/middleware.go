@@ -11,6 +11,8 @@ import (
 // it and return:
 //   - nil or an error wrapping jobs.ErrSkipped: acknowledge the message without running the job;
 //   - a *jobs.RetryAfterError: report the item failed and retry after its delay;
+//   - a *jobs.DeferError: the job did not run; it comes back after the delay without spending an
+//     attempt (for example, another worker holds its claim);
 //   - a *jobs.DeadLetterError: dead-letter the message with its reason;
 //   - any other error: a failure, retried after the kind's backoff.
 //
