@@ -89,10 +89,22 @@ func (e *Envelope) Validate() error {
 	if e.AttemptsBefore < 0 {
 		return malformed("attempts_before %d is negative", e.AttemptsBefore)
 	}
-	for name, t := range map[string]time.Time{"enqueued_at": e.EnqueuedAt, "run_at": e.RunAt} {
-		if !t.IsZero() && (t.UTC().Year() < 0 || t.UTC().Year() > 9999) {
-			return malformed("%s %s is outside the years 0000-9999 RFC 3339 can express", name, t)
-		}
+	if err := checkYear("enqueued_at", e.EnqueuedAt); err != nil {
+		return err
+	}
+	if err := checkYear("run_at", e.RunAt); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkYear rejects times RFC 3339 cannot write (years outside 0000-9999).
+func checkYear(name string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return malformed("%s %s is outside the years 0000-9999 RFC 3339 can express", name, t)
 	}
 	return nil
 }

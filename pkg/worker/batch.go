@@ -89,7 +89,7 @@ func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
 // result now.
 func (b *batch) prepare(ctx context.Context, it *item) {
 	rec := it.rec
-	env, err := parseEnvelope(rec.Body)
+	env, err := jobs.ParseEnvelope(rec.Body)
 	it.info.MessageID = rec.MessageID
 	it.info.GroupID = rec.MessageGroupID
 	it.info.ReceiveCount = max(rec.ApproximateReceiveCount, 1)

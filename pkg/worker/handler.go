@@ -52,7 +52,7 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 // Invoke implements aws-lambda-go's lambda.Handler: it decodes the SQS event payload directly
 // (no reflection) and returns the partial batch response as JSON.
 func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	recs, err := decodePayload(payload)
+	recs, err := sqsevent.Decode(payload)
 	if err != nil {
 		return nil, fmt.Errorf("worker: decode SQS event: %w", err)
 	}
