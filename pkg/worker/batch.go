@@ -32,21 +32,32 @@ const (
 type item struct {
 	rec      *sqsevent.Record
 	info     jobs.Info
-	env      jobs.Envelope
 	kind     *jobs.Kind
 	attempt0 int  // info.Attempt before middleware could change it
 	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
 	state    atomic.Int32
 	res      result
-	late     result
+	late     *result // set by the batch at the deadline (rare, so not inline)
 }
+
+// attemptOf returns the attempt to report for a result: the one the job ran with, else the
+// one computed on receive.
+func (it *item) attemptOf(r *result) int {
+	if r.ran {
+		return r.attempt
+	}
+	return it.attempt0
+}
+
+// owned returns the result being written by the goroutine that owns the item (state running).
+func (it *item) owned() *result { return &it.res }
 
 // final returns the item's result once the batch has finished running.
 func (it *item) final() *result {
 	if it.state.Load() == stateDone {
 		return &it.res
 	}
-	return &it.late
+	return it.late
 }
 
 // batch is one invocation's work.
@@ -105,7 +116,6 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 		it.setPrepared(deadLetter(jobs.ReasonMalformed, err))
 		return
 	}
-	it.env = env
 	info := &it.info
 	info.ID, info.Kind, info.Key = env.ID, env.Kind, env.EffectiveKey()
 	info.AttemptsBefore = env.AttemptsBefore
@@ -258,9 +268,9 @@ func (b *batch) closeAtDeadline() {
 	for i := range b.items {
 		it := &b.items[i]
 		if it.state.CompareAndSwap(statePending, stateSkipped) {
-			it.late = result{outcome: OutcomeNotRun, act: actRetry}
+			it.late = &result{outcome: OutcomeNotRun, act: actRetry}
 		} else if it.state.CompareAndSwap(stateRunning, stateAbandoned) {
-			it.late = result{outcome: OutcomeAbandoned, act: actRetry, visibility: b.h.cfg.AbandonGrace,
+			it.late = &result{outcome: OutcomeAbandoned, act: actRetry, visibility: b.h.cfg.AbandonGrace,
 				err: context.DeadlineExceeded}
 		}
 	}
@@ -300,7 +310,7 @@ func (b *batch) work(ctx context.Context, it *item) (res result) {
 	default:
 		res = decide(err, info, it.kind.Options().Policy, now, b.capFor(it.rec, now))
 	}
-	res.ran, res.duration = true, now.Sub(start)
+	res.ran, res.duration, res.attempt = true, now.Sub(start), info.Attempt
 	return res
 }
 

@@ -68,6 +68,7 @@ type result struct {
 	runAt      time.Time     // actResend: the copy's run_at (zero: none)
 	attempts   int           // actResend: the copy's attempts_before
 	ran        bool          // the job (or the malformed hook) was called
+	attempt    int           // the job's attempt as the middleware left it (when ran)
 	duration   time.Duration // how long it ran
 	settled    bool          // a FIFO group already sent it (DLQ or re-send) in order
 	sendErr    error         // the DLQ send or re-send failed: report the item failed

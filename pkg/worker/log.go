@@ -26,11 +26,7 @@ func (b *batch) log(ctx context.Context, it *item, r *result) {
 		return
 	}
 	info := &it.info
-	done := it.state.Load() == stateDone // info may still be in use by an abandoned job otherwise
-	attempt := it.attempt0
-	if done {
-		attempt = info.Attempt
-	}
+	attempt := it.attemptOf(r) // info may still be in use by an abandoned job: read the result
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("outcome", r.outcome),

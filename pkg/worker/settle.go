@@ -68,11 +68,11 @@ func (b *batch) settle(ctx context.Context) []string {
 	var wg sync.WaitGroup
 	if len(dead) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); b.sendAll(sctx, dead, true) }()
+		go func() { defer wg.Done(); b.sendAll(sctx, dead, true, (*item).final) }()
 	}
 	if len(resend) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); b.sendAll(sctx, resend, false) }()
+		go func() { defer wg.Done(); b.sendAll(sctx, resend, false, (*item).final) }()
 	}
 	if len(visible) > 0 {
 		b.changeVisibility(sctx, visible)
@@ -104,12 +104,9 @@ func (b *batch) settle(ctx context.Context) []string {
 
 func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 	o := Outcome{
-		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Attempt: it.attempt0,
+		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Attempt: it.attemptOf(r),
 		Outcome: r.outcome, Reason: r.reason, Err: r.err, SendErr: r.sendErr, Ran: r.ran, Duration: r.duration,
 		Failed: failed,
-	}
-	if it.state.Load() == stateDone {
-		o.Attempt = it.info.Attempt
 	}
 	if r.act == actRetry {
 		o.Visibility = r.visibility
@@ -127,7 +124,7 @@ func (b *batch) settleInline(ctx context.Context, it *item) bool {
 	case actAck:
 		return true
 	case actDeadLetter, actResend:
-		b.sendAll(ctx, []*item{it}, it.res.act == actDeadLetter)
+		b.sendAll(ctx, []*item{it}, it.res.act == actDeadLetter, (*item).owned)
 		it.res.settled = true
 		return it.res.sendErr == nil
 	default:
@@ -136,8 +133,8 @@ func (b *batch) settleInline(ctx context.Context, it *item) bool {
 }
 
 // sendAll sends the items' dead letters (toDLQ) or re-sends, in requests of at most 10 entries
-// and 1 MiB, and records each failure on its item.
-func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
+// and 1 MiB, and records each failure in the item's result (given by res).
+func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool, res func(*item) *result) {
 	var url string
 	var err error
 	if toDLQ {
@@ -147,7 +144,7 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 	}
 	if err != nil {
 		for _, it := range items {
-			it.final().sendErr = err
+			res(it).sendErr = err
 		}
 		return
 	}
@@ -159,9 +156,9 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 	var cur chunk
 	size := 0
 	for _, it := range items {
-		entry, n, err := b.entry(it, toDLQ)
+		entry, n, err := b.entry(it, res(it), toDLQ)
 		if err != nil {
-			it.final().sendErr = err
+			res(it).sendErr = err
 			continue
 		}
 		if len(cur.entries) == maxBatchEntries || (len(cur.entries) > 0 && size+n > maxRequestBytes) {
@@ -181,7 +178,7 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 		out, err := b.h.cfg.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: ch.entries})
 		if err != nil {
 			for _, it := range ch.items {
-				it.final().sendErr = err
+				res(it).sendErr = err
 			}
 			return
 		}
@@ -190,7 +187,7 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 			if convErr != nil || i < 0 || i >= len(ch.items) {
 				continue
 			}
-			ch.items[i].final().sendErr = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+			res(ch.items[i]).sendErr = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
 		}
 		// An entry in neither list is treated as failed: nothing is acknowledged unconfirmed.
 		ok := make([]bool, len(ch.items))
@@ -200,8 +197,8 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 			}
 		}
 		for i, it := range ch.items {
-			if !ok[i] && it.final().sendErr == nil {
-				it.final().sendErr = errors.New("SendMessageBatch reported no result for the entry")
+			if !ok[i] && res(it).sendErr == nil {
+				res(it).sendErr = errors.New("SendMessageBatch reported no result for the entry")
 			}
 		}
 	})
@@ -209,15 +206,18 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool) {
 
 // entry builds the SendMessageBatch entry of a dead letter or a re-send, and its size in SQS's
 // accounting (body + attribute names, types and values).
-func (b *batch) entry(it *item, toDLQ bool) (sqstypes.SendMessageBatchRequestEntry, int, error) {
-	rec, r := it.rec, it.final()
+func (b *batch) entry(it *item, r *result, toDLQ bool) (sqstypes.SendMessageBatchRequestEntry, int, error) {
+	rec := it.rec
 	attrs, err := b.originalAttributes(it)
 	if err != nil {
 		return sqstypes.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("decode message attributes: %w", err)
 	}
 	body := rec.Body
 	if !toDLQ {
-		env := it.env
+		env, err := jobs.ParseEnvelope(rec.Body) // parsed before; re-sends are rare, so not kept
+		if err != nil {
+			return sqstypes.SendMessageBatchRequestEntry{}, 0, err
+		}
 		env.AttemptsBefore, env.RunAt = r.attempts, r.runAt
 		body = string(env.AppendJSON(make([]byte, 0, len(rec.Body)+64)))
 	}
@@ -297,15 +297,12 @@ func (b *batch) failureAttribute(it *item, r *result, size, nattrs int) (sqstype
 	}
 	f := Failure{
 		Reason:          r.reason,
-		Attempts:        it.attempt0,
+		Attempts:        it.attemptOf(r),
 		Kind:            it.info.Kind,
 		JobID:           it.info.ID,
 		FailedAt:        b.h.cfg.Now().UTC().Format(jobs.TimeLayout),
 		SourceMessageID: it.rec.MessageID,
 		SourceQueue:     b.sourceARN,
-	}
-	if it.state.Load() == stateDone {
-		f.Attempts = it.info.Attempt
 	}
 	if r.err != nil {
 		f.Error = truncate(r.err.Error(), maxFailureError)
