@@ -50,8 +50,12 @@ type Backend struct {
 	close func()
 }
 
-// Options configures Start. The zero value starts the embedded emulator unless AWS_ENDPOINT_URL is set.
+// Options configures Start. The zero value starts the embedded emulator unless AWS_ENDPOINT_URL is
+// set, or SQSWORKER_BACKEND asks for another backend.
 type Options struct {
+	// Backend selects the backend. Defaults to SQSWORKER_BACKEND, then to Endpoint when an endpoint
+	// is known, else Embedded.
+	Backend Kind
 	// Endpoint overrides AWS_ENDPOINT_URL. Defaults to the environment variable, then to the
 	// embedded emulator.
 	Endpoint string
@@ -75,12 +79,35 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 	if region == "" {
 		region = DefaultRegion
 	}
-	b := &Backend{Kind: Endpoint, URL: endpoint, close: func() {}}
-	if endpoint == "" {
-		srv := kumo.NewServer()
-		b.Kind, b.URL, b.close = Embedded, srv.URL, srv.Close
+	kind := opts.Backend
+	if kind == "" {
+		kind = Kind(os.Getenv(BackendEnv))
 	}
-	cfg, err := NewConfig(ctx, b.URL, region, opts.MaxIdleConnsPerHost, b.Kind == Embedded)
+	if kind == "" {
+		kind = Embedded
+		if endpoint != "" {
+			kind = Endpoint
+		}
+	}
+	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
+	switch kind {
+	case Embedded:
+		srv := kumo.NewServer()
+		b.URL, b.close = srv.URL, srv.Close
+	case LocalStack:
+		url, stop, err := startLocalStack(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.URL, b.close = url, stop
+	case Endpoint:
+		if endpoint == "" {
+			return nil, fmt.Errorf("awslocal: backend %q needs AWS_ENDPOINT_URL or Options.Endpoint", kind)
+		}
+	default:
+		return nil, fmt.Errorf("awslocal: unknown backend %q (want %s, %s or %s)", kind, Embedded, LocalStack, Endpoint)
+	}
+	cfg, err := NewConfig(ctx, b.URL, region, opts.MaxIdleConnsPerHost, b.Kind != Endpoint)
 	if err != nil {
 		b.close()
 		return nil, err
@@ -89,8 +116,8 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// NewConfig builds an aws.Config that talks to endpoint. With static set (the embedded
-// emulator), fixed test credentials are used; otherwise the default credential chain applies,
+// NewConfig builds an aws.Config that talks to endpoint. With static set (the embedded emulator
+// and LocalStack), fixed test credentials are used; otherwise the default credential chain applies,
 // falling back to test credentials only when it finds none (LocalStack accepts any).
 func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static bool) (aws.Config, error) {
 	if maxIdle <= 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -70,5 +71,35 @@ func TestProvisionRejectsBadInput(t *testing.T) {
 		if _, err := awslocal.Provision(context.Background(), client, opts); err == nil {
 			t.Errorf("Provision(%+v) succeeded, want an error", opts)
 		}
+	}
+}
+
+func TestProvisionTableIsIdempotentWithTTL(t *testing.T) {
+	t.Parallel()
+	b, err := awslocal.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb := b.DynamoDB()
+	stack := awslocal.UniqueName("tbl")
+	for range 2 {
+		name, err := awslocal.ProvisionTable(context.Background(), ddb, stack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != stack+"-jobs" {
+			t.Errorf("table name = %q", name)
+		}
+	}
+	d, err := ddb.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(stack + "-jobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Table.GlobalSecondaryIndexes); n != 2 {
+		t.Errorf("GSIs = %d, want 2", n)
+	}
+	ttl, err := ddb.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(stack + "-jobs")})
+	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "exp" {
+		t.Errorf("TTL = %+v, %v", ttl, err)
 	}
 }

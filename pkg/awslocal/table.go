@@ -1,0 +1,49 @@
+package awslocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+)
+
+// TableName returns a stack's job table name: "<stack>-jobs".
+func TableName(stack string) string { return stack + "-jobs" }
+
+// TableProvisioner is the part of the DynamoDB client ProvisionTable uses.
+type TableProvisioner interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	idempotency.TTLAPI
+}
+
+// ProvisionTable creates (or finds) the stack's job table — the idempotency and status records,
+// with its two GSIs — and enables its TTL. It returns the table name.
+func ProvisionTable(ctx context.Context, client TableProvisioner, stack string) (string, error) {
+	if err := validStackName(stack); err != nil {
+		return "", err
+	}
+	name := TableName(stack)
+	_, err := client.CreateTable(ctx, idempotency.TableInput(name))
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return "", fmt.Errorf("awslocal: create table %s: %w", name, err)
+	}
+	if err := idempotency.EnableTTL(ctx, client, name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// DynamoDB returns a DynamoDB client for the backend. The embedded emulator sends no response
+// checksums, so their validation is turned off there (otherwise the SDK warns on every call).
+func (b *Backend) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
+		if b.Kind == Embedded {
+			o.DisableValidateResponseChecksum = true
+		}
+	})
+}
