@@ -17,9 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -41,9 +43,14 @@ type Row struct {
 	MessageID string
 	JobID     string
 	Kind      string
+	Key       string
 	Attempts  int
 	Outcome   string
 	Reason    string
+	// Runs is how many times the job key's work really ran (its side effect).
+	Runs int
+	// Status is the job's final record in the table (nil for a body that is not a job).
+	Status *status.Job
 }
 
 // DeadLetter is one message found in the DLQ.
@@ -55,6 +62,7 @@ type DeadLetter struct {
 // Report is what Run saw.
 type Report struct {
 	Stack   *awslocal.Stack
+	Table   string
 	Rows    []Row
 	DLQ     []DeadLetter
 	Elapsed time.Duration
@@ -86,21 +94,37 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\n\n", backend.URL, backend.Kind, stack.QueueURL, stack.DLQURL)
+	ddb := backend.DynamoDB()
+	table, err := awslocal.ProvisionTable(ctx, ddb, opts.Stack)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\ntable     %s\n\n", backend.URL, backend.Kind, stack.QueueURL, stack.DLQURL, table)
 
+	store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: table})
+	if err != nil {
+		return nil, err
+	}
+	// A short lease (renewed while a job runs) so that a duplicate arriving while its twin runs
+	// comes back within seconds.
+	idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{Store: store, Logger: opts.Logger, Lease: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	effects := NewSideEffects()
 	reg := jobs.NewRegistry()
-	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}); err != nil {
+	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}, effects); err != nil {
 		return nil, err
 	}
 	track := newTracker()
 	h, err := worker.New(worker.Config{
 		Registry: reg, SQS: client, QueueURL: stack.QueueURL, DLQURL: stack.DLQURL,
-		Logger: opts.Logger, OnBatch: track.observe,
+		Middleware: []worker.Middleware{idem}, Logger: opts.Logger, OnBatch: track.observe,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := enqueue(ctx, client, stack, track); err != nil {
+	if err := enqueue(ctx, client, store, stack, track); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(w, "enqueued  %d messages; running the poller and the worker until all are settled…\n\n", track.count())
@@ -130,7 +154,26 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("demo: poller: %w", err)
 	}
 
-	rep := &Report{Stack: stack, Rows: track.rows()}
+	rep := &Report{Stack: stack, Table: table, Rows: track.rows()}
+	st, err := status.New(status.Config{Client: ddb, Table: table})
+	if err != nil {
+		return nil, err
+	}
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		if r.Kind == "" {
+			continue
+		}
+		r.Runs = effects.Runs(r.Kind, r.Key)
+		job, err := st.Get(ctx, r.Kind, r.Key)
+		switch {
+		case errors.Is(err, status.ErrNotFound): // an unknown kind never reaches the store
+		case err != nil:
+			return nil, err
+		default:
+			r.Status = &job
+		}
+	}
 	dead := 0
 	for _, r := range rep.Rows {
 		if r.Outcome == worker.OutcomeDeadLettered {
@@ -154,20 +197,25 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 
 // enqueue sends the demo's messages: jobs through the producer, and two raw bodies as a producer
 // in another language might send them.
-func enqueue(ctx context.Context, client *sqs.Client, stack *awslocal.Stack, track *tracker) error {
+func enqueue(ctx context.Context, client *sqs.Client, store idempotency.Store, stack *awslocal.Stack, track *tracker) error {
 	prod, err := producer.New(producer.Config{SQS: client, QueueURL: stack.QueueURL})
 	if err != nil {
 		return err
 	}
+	welcome := EmailArgs{To: "ada@example.com", Subject: "Welcome"}
+	invoice := InvoiceArgs{Invoice: 1001}
 	reqs := []producer.Request{
-		{Args: EmailArgs{To: "ada@example.com", Subject: "Welcome"}},
+		{Args: welcome, Options: []producer.Option{producer.WithKey("welcome-ada")}},
+		{Args: welcome, Options: []producer.Option{producer.WithKey("welcome-ada")}},
 		{Args: EmailArgs{To: "grace@example.com", Subject: "Your invoice"}},
 		{Args: ReportArgs{Name: "monthly-sales"}},
 		{Args: ResizeArgs{URL: "s3://photos/broken.jpg"}},
 		{Args: RefundArgs{Order: "order-42", Refunded: true}},
 		{Args: RefundArgs{Order: "order-43"}},
+		{Args: invoice},
 	}
-	labels := []string{"succeeds", "succeeds", "fails twice, then succeeds", "poison: fails every attempt", "cancels itself", "succeeds"}
+	labels := []string{"succeeds", "sent again with the same key", "succeeds", "fails twice, then succeeds",
+		"poison: fails every attempt", "cancels itself", "succeeds", "redelivered after a worker crashed holding it"}
 	results, err := prod.EnqueueBatch(ctx, reqs)
 	if err != nil {
 		return err
@@ -176,7 +224,20 @@ func enqueue(ctx context.Context, client *sqs.Client, stack *awslocal.Stack, tra
 		return err
 	}
 	for i, r := range results {
-		track.expect(r.MessageID, labels[i], r.ID, r.Kind)
+		track.expect(r.MessageID, labels[i], r.ID, r.Kind, r.Key)
+	}
+	// Simulate a worker that claimed the invoice job and crashed: its claim holds for a few
+	// seconds, during which the redelivered message is deferred; then the job runs, once.
+	inv := results[len(results)-1]
+	args, _ := json.Marshal(invoice)
+	hash, err := jobs.PayloadHash(inv.Kind, args)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if _, err := store.Claim(ctx, idempotency.ClaimRequest{Kind: inv.Kind, Key: inv.Key, JobID: inv.ID, PayloadHash: hash,
+		Token: "crashed-worker", Now: now, LeaseUntil: now.Add(3 * time.Second), ExpiresAt: now.Add(time.Hour)}); err != nil {
+		return err
 	}
 	raw := []struct{ body, label string }{
 		{"hello from a shell script", "malformed body (plain SendMessage)"},
@@ -187,7 +248,7 @@ func enqueue(ctx context.Context, client *sqs.Client, stack *awslocal.Stack, tra
 		if err != nil {
 			return err
 		}
-		track.expect(aws.ToString(out.MessageId), m.label, "", "")
+		track.expect(aws.ToString(out.MessageId), m.label, "", "", "")
 	}
 	return nil
 }
@@ -206,11 +267,11 @@ func newTracker() *tracker {
 	return &tracker{byMsg: map[string]*Row{}, settled: map[string]bool{}, done: make(chan struct{})}
 }
 
-func (t *tracker) expect(msgID, label, jobID, kind string) {
+func (t *tracker) expect(msgID, label, jobID, kind, key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.order = append(t.order, msgID)
-	t.byMsg[msgID] = &Row{Label: label, MessageID: msgID, JobID: jobID, Kind: kind}
+	t.byMsg[msgID] = &Row{Label: label, MessageID: msgID, JobID: jobID, Kind: kind, Key: key}
 }
 
 func (t *tracker) count() int {
@@ -229,8 +290,8 @@ func (t *tracker) observe(_ context.Context, outcomes []worker.Outcome) {
 		}
 		r.Attempts = max(r.Attempts, o.Attempt)
 		r.Outcome, r.Reason = o.Outcome, o.Reason
-		if o.JobID != "" {
-			r.JobID, r.Kind = o.JobID, o.Kind
+		if o.JobID != "" && r.JobID == "" {
+			r.JobID, r.Kind, r.Key = o.JobID, o.Kind, o.JobID
 		}
 		if !o.Failed {
 			t.settled[o.MessageID] = true
@@ -288,13 +349,20 @@ func readDLQ(ctx context.Context, client *sqs.Client, url string, want int) ([]D
 
 func (r *Report) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPTS\tOUTCOME\tWHAT IT IS")
+	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPTS\tOUTCOME\tRAN\tSTATUS IN TABLE\tWHAT IT IS")
 	for _, row := range r.Rows {
 		outcome := row.Outcome
 		if row.Reason != "" {
 			outcome += " (" + row.Reason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", dash(row.JobID), dash(row.Kind), row.Attempts, outcome, row.Label)
+		ran, st := "-", "-"
+		if row.Kind != "" {
+			ran = fmt.Sprintf("%d×", row.Runs)
+		}
+		if row.Status != nil {
+			st = fmt.Sprintf("%s, %d run(s)", row.Status.State, row.Status.Runs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", dash(row.JobID), dash(row.Kind), row.Attempts, outcome, ran, st, row.Label)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nDLQ: %d messages, each with its reason in the %s attribute\n", len(r.DLQ), worker.FailureAttribute)

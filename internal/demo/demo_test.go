@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
@@ -22,15 +23,17 @@ func TestDemoEndToEnd(t *testing.T) {
 		outcome, reason string
 		attempts        int
 	}{
-		"succeeds":                           {worker.OutcomeSucceeded, "", 1},
-		"fails twice, then succeeds":         {worker.OutcomeSucceeded, "", 3},
-		"poison: fails every attempt":        {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
-		"cancels itself":                     {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
-		"malformed body (plain SendMessage)": {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
-		"unknown kind (plain SendMessage)":   {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
+		"succeeds":                     {worker.OutcomeSucceeded, "", 1},
+		"sent again with the same key": {worker.OutcomeSkipped, "", 1},
+		"redelivered after a worker crashed holding it": {worker.OutcomeSucceeded, "", 2},
+		"fails twice, then succeeds":                    {worker.OutcomeSucceeded, "", 3},
+		"poison: fails every attempt":                   {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
+		"cancels itself":                                {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
+		"malformed body (plain SendMessage)":            {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
+		"unknown kind (plain SendMessage)":              {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 	}
-	if len(rep.Rows) != 8 {
-		t.Fatalf("rows = %d, want 8", len(rep.Rows))
+	if len(rep.Rows) != 10 {
+		t.Fatalf("rows = %d, want 10", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
 		w, ok := want[r.Label]
@@ -38,8 +41,34 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("unexpected row %+v", r)
 			continue
 		}
-		if r.Outcome != w.outcome || r.Reason != w.reason || r.Attempts != w.attempts {
+		if r.Outcome != w.outcome || r.Reason != w.reason || (r.Attempts != w.attempts && r.Outcome != worker.OutcomeSkipped) {
 			t.Errorf("%s: got %s/%s after %d attempts, want %s/%s after %d", r.Label, r.Outcome, r.Reason, r.Attempts, w.outcome, w.reason, w.attempts)
+		}
+		// Every job's side effect ran exactly as often as it was attempted — duplicates and the
+		// crashed worker's redelivery included — and its record in the table says how it ended.
+		switch {
+		case r.Kind == "invoice.print": // unknown kind: never reaches the store
+			if r.Status != nil || r.Runs != 0 {
+				t.Errorf("%s: status %+v, runs %d", r.Label, r.Status, r.Runs)
+			}
+		case r.Kind == "":
+		case r.Status == nil:
+			t.Errorf("%s: no record in the table", r.Label)
+		default:
+			wantRuns := w.attempts
+			if r.Kind == "invoice.render" {
+				wantRuns = 1 // the crashed worker's run did not happen
+			}
+			if r.Runs != wantRuns {
+				t.Errorf("%s: ran %d times, want %d", r.Label, r.Runs, wantRuns)
+			}
+			wantState := idempotency.StateSucceeded
+			if w.outcome == worker.OutcomeDeadLettered {
+				wantState = idempotency.StateDead
+			}
+			if r.Status.State != wantState {
+				t.Errorf("%s: state %s, want %s", r.Label, r.Status.State, wantState)
+			}
 		}
 	}
 	if len(rep.DLQ) != 4 {
@@ -57,7 +86,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("no dead letter with reason %s", r)
 		}
 	}
-	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 8 messages settled"} {
+	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 10 messages settled"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
@@ -45,26 +46,66 @@ type RefundArgs struct {
 // Kind implements jobs.Args.
 func (RefundArgs) Kind() string { return "payment.refund" }
 
+// InvoiceArgs renders an invoice. The demo has a worker "crash" while holding its claim.
+type InvoiceArgs struct {
+	Invoice int `json:"invoice"`
+}
+
+// Kind implements jobs.Args.
+func (InvoiceArgs) Kind() string { return "invoice.render" }
+
+// SideEffects counts how many times each job key's work really ran (the side effect a real
+// worker would have: an email sent, a card charged).
+type SideEffects struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+// NewSideEffects returns an empty counter.
+func NewSideEffects() *SideEffects { return &SideEffects{runs: map[string]int{}} }
+
+func (s *SideEffects) add(job *jobs.Info) {
+	s.mu.Lock()
+	s.runs[job.Kind+"#"+job.Key]++
+	s.mu.Unlock()
+}
+
+// Runs returns how many times the job key ran.
+func (s *SideEffects) Runs(kind, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[kind+"#"+key]
+}
+
 // MaxAttempts is the demo kinds' attempt budget.
 const MaxAttempts = 3
 
 // Register adds the demo's kinds to reg.
-func Register(reg *jobs.Registry, policy jobs.Policy) error {
+// Every run is counted in effects.
+func Register(reg *jobs.Registry, policy jobs.Policy, effects *SideEffects) error {
 	opts := []jobs.Option{jobs.WithMaxAttempts(MaxAttempts), jobs.WithPolicy(policy)}
 	return errors.Join(
 		jobs.Register(reg, jobs.WorkFunc[EmailArgs](func(ctx context.Context, job *jobs.Job[EmailArgs]) error {
-			return nil // a real worker would call the mail API here
+			effects.add(job.Info) // a real worker would call the mail API here
+			return nil
+		}), opts...),
+		jobs.Register(reg, jobs.WorkFunc[InvoiceArgs](func(ctx context.Context, job *jobs.Job[InvoiceArgs]) error {
+			effects.add(job.Info)
+			return nil
 		}), opts...),
 		jobs.Register(reg, jobs.WorkFunc[ReportArgs](func(ctx context.Context, job *jobs.Job[ReportArgs]) error {
+			effects.add(job.Info)
 			if job.Attempt < 3 {
 				return fmt.Errorf("warehouse busy (attempt %d)", job.Attempt)
 			}
 			return nil
 		}), opts...),
 		jobs.Register(reg, jobs.WorkFunc[ResizeArgs](func(ctx context.Context, job *jobs.Job[ResizeArgs]) error {
+			effects.add(job.Info)
 			return fmt.Errorf("decode %s: corrupt image", job.Args.URL)
 		}), opts...),
 		jobs.Register(reg, jobs.WorkFunc[RefundArgs](func(ctx context.Context, job *jobs.Job[RefundArgs]) error {
+			effects.add(job.Info)
 			if job.Args.Refunded {
 				return jobs.Cancel(fmt.Errorf("order %s was already refunded", job.Args.Order))
 			}

@@ -1,0 +1,408 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client DynamoDBStore uses.
+type DynamoDBAPI interface {
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// DynamoDBConfig configures NewDynamoDBStore.
+type DynamoDBConfig struct {
+	// Client talks to DynamoDB. Required.
+	Client DynamoDBAPI
+	// Table is the job table (see TableInput). Required.
+	Table string
+	// Shards is the number of by-status index partitions per state; pkg/status must use the same
+	// value to list them. Defaults to DefaultShards (16).
+	Shards int
+}
+
+// DynamoDBStore is a Store on one DynamoDB table (see TableInput for its design).
+//
+// Writes per job: a successful claim and its finish are one conditional UpdateItem each. A
+// refused claim is one conditional UpdateItem, plus one strongly consistent GetItem when the
+// backend does not return the old item with the ConditionalCheckFailedException (real DynamoDB
+// does, with ReturnValuesOnConditionCheckFailure; some emulators do not).
+//
+// Expired records: an expired record must count as absent (its runs restart at 1, its payload
+// hash and error no longer count), which one conditional UpdateItem cannot express, so the
+// claim's UpdateItem only accepts records that have not expired. When it is refused by an
+// expired record, the store replaces that record with a PutItem conditioned on the record being
+// the one it read (same exp, upd and tok), and starts over if someone changed it meanwhile
+// (bounded). That second write happens only for records past their expiry that DynamoDB's TTL
+// has not deleted yet.
+type DynamoDBStore struct {
+	client DynamoDBAPI
+	table  string
+	shards int
+}
+
+var _ Store = (*DynamoDBStore)(nil)
+
+// NewDynamoDBStore validates cfg and returns the store.
+func NewDynamoDBStore(cfg DynamoDBConfig) (*DynamoDBStore, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("idempotency: DynamoDBConfig.Client is required")
+	}
+	if err := validTableName(cfg.Table); err != nil {
+		return nil, err
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.Shards < 1 || cfg.Shards > 1000 {
+		return nil, fmt.Errorf("idempotency: DynamoDBConfig.Shards %d out of range 1-1000", cfg.Shards)
+	}
+	return &DynamoDBStore{client: cfg.Client, table: cfg.Table, shards: cfg.Shards}, nil
+}
+
+func validTableName(s string) error {
+	if len(s) < 3 || len(s) > 255 {
+		return fmt.Errorf("idempotency: DynamoDBConfig.Table %q must be 3-255 characters", s)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("idempotency: DynamoDBConfig.Table %q may only contain [A-Za-z0-9_.-]", s)
+		}
+	}
+	return nil
+}
+
+// expr builds an expression's attribute names and values, keeping only those used (DynamoDB
+// rejects unused ones). Every attribute goes through a name placeholder ("#" + name), since
+// several of ours are reserved words (key, hash). No placeholder is a prefix of another, which
+// some emulators need (they substitute names textually).
+type expr struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newExpr() *expr {
+	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+// n returns the placeholder of attribute name.
+func (e *expr) n(name string) string {
+	p := "#" + name
+	e.names[p] = name
+	return p
+}
+
+// v binds placeholder (":name") to av and returns it.
+func (e *expr) v(placeholder string, av types.AttributeValue) string {
+	e.values[placeholder] = av
+	return placeholder
+}
+
+func (e *expr) valuesOrNil() map[string]types.AttributeValue {
+	if len(e.values) == 0 {
+		return nil
+	}
+	return e.values
+}
+
+// update accumulates SET and REMOVE actions.
+type update struct {
+	e           *expr
+	set, remove []string
+}
+
+func (u *update) setTo(name, value string) { u.set = append(u.set, u.e.n(name)+" = "+value) }
+func (u *update) rm(names ...string) {
+	for _, n := range names {
+		u.remove = append(u.remove, u.e.n(n))
+	}
+}
+
+func (u *update) String() string {
+	var b strings.Builder
+	if len(u.set) > 0 {
+		b.WriteString("SET " + strings.Join(u.set, ", "))
+	}
+	if len(u.remove) > 0 {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("REMOVE " + strings.Join(u.remove, ", "))
+	}
+	return b.String()
+}
+
+func (s *DynamoDBStore) key(kind, key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: avS(ItemKey(kind, key))}
+}
+
+// Claim implements Store: one conditional UpdateItem (see DynamoDBStore for refused and expired
+// records).
+func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
+	if err := validateClaim(&req); err != nil {
+		return ClaimResult{}, err
+	}
+	for range maxClaimRounds {
+		rec, claimed, found, err := s.claimUpdate(ctx, &req)
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		if claimed {
+			return ClaimResult{Claimed: true, Record: rec}, nil
+		}
+		if !found {
+			continue // deleted (TTL) between the refused write and the read: try again
+		}
+		if !rec.Expired(req.Now) {
+			if claimable(&rec, &req) {
+				continue // changed between the refused write and the read: try again
+			}
+			return ClaimResult{Record: rec}, nil
+		}
+		fresh, ok, err := s.replaceExpired(ctx, &req, &rec)
+		if err != nil {
+			return ClaimResult{}, err
+		}
+		if ok {
+			return ClaimResult{Claimed: true, Record: fresh}, nil
+		}
+	}
+	return ClaimResult{}, fmt.Errorf("idempotency: claim %s: the record changed under %d claim attempts in a row",
+		ItemKey(req.Kind, req.Key), maxClaimRounds)
+}
+
+// claimUpdate runs the claim's UpdateItem. It returns the record after the claim (claimed), or
+// the record that refused it (found; not found when it was deleted before it could be read).
+func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec Record, claimed, found bool, err error) {
+	e := newExpr()
+	nowMs := e.v(":now", avN(unixMs(req.Now)))
+	running := e.v(":running", avS(string(StateRunning)))
+	cond := "(attribute_not_exists(" + e.n(AttrPK) + ") OR " +
+		e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
+		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ", " +
+		e.v(":dead", avS(string(StateDead))) + ") OR " +
+		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
+		// An expired record is replaced by replaceExpired, never updated: a missing exp never expires.
+		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " +
+		e.v(":nowSec", avN(req.Now.Unix())) + ")"
+	if req.PayloadHash != "" {
+		cond += " AND (attribute_not_exists(" + e.n(AttrHash) + ") OR " + e.n(AttrHash) + " = " +
+			e.v(":hash", avS(req.PayloadHash)) + ")"
+	} else {
+		cond += " AND attribute_not_exists(" + e.n(AttrHash) + ")"
+	}
+
+	u := &update{e: e}
+	u.setTo(AttrState, running)
+	u.setTo(AttrToken, e.v(":tok", avS(req.Token)))
+	u.setTo(AttrLease, e.v(":lease", avN(unixMs(req.LeaseUntil))))
+	u.setTo(AttrKind, e.v(":kind", avS(req.Kind)))
+	u.setTo(AttrKey, e.v(":key", avS(req.Key)))
+	if req.PayloadHash != "" {
+		u.setTo(AttrHash, ":hash")
+	}
+	if req.JobID != "" {
+		u.setTo(AttrJobID, e.v(":job", avS(req.JobID)))
+	} else {
+		u.rm(AttrJobID) // an empty string cannot be an index key
+	}
+	u.setTo(AttrRuns, "if_not_exists("+e.n(AttrRuns)+", "+e.v(":zero", avN(0))+") + "+e.v(":one", avN(1)))
+	u.setTo(AttrFirstAt, "if_not_exists("+e.n(AttrFirstAt)+", "+nowMs+")")
+	u.setTo(AttrLastAt, nowMs)
+	u.setTo(AttrUpdated, nowMs)
+	if req.ExpiresAt.IsZero() {
+		u.rm(AttrExpires)
+	} else {
+		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
+	}
+	u.rm(AttrGSI1PK, AttrGSI1SK)
+
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Kind, req.Key),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(u.String()),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		if rec, err = RecordFromItem(out.Attributes); err != nil {
+			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
+		}
+		return rec, true, true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
+	}
+	if len(ccf.Item) > 0 {
+		if rec, err = RecordFromItem(ccf.Item); err != nil {
+			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
+		}
+		return rec, false, true, nil
+	}
+	// The backend did not return the old item (ALL_OLD ignored): read it, strongly consistent.
+	rec, err = s.Get(ctx, req.Kind, req.Key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Record{}, false, false, nil
+	case err != nil:
+		return Record{}, false, false, err
+	}
+	return rec, false, true, nil
+}
+
+// replaceExpired writes a fresh claim over old, an expired record, if old is still what is
+// stored (exp, upd and tok unchanged). It reports false when the record changed.
+func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, old *Record) (Record, bool, error) {
+	rec := freshRecord(req)
+	e := newExpr()
+	conds := []string{"attribute_exists(" + e.n(AttrPK) + ")"}
+	same := func(name, placeholder string, av types.AttributeValue, present bool) {
+		if present {
+			conds = append(conds, e.n(name)+" = "+e.v(placeholder, av))
+		} else {
+			conds = append(conds, "attribute_not_exists("+e.n(name)+")")
+		}
+	}
+	same(AttrExpires, ":oldExp", avN(old.ExpiresAt.Unix()), !old.ExpiresAt.IsZero())
+	same(AttrUpdated, ":oldUpd", avN(unixMs(old.UpdatedAt)), !old.UpdatedAt.IsZero())
+	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      ItemFromRecord(rec, s.shards),
+		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+	})
+	if err == nil {
+		return rec, true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return Record{}, false, nil
+	}
+	return Record{}, false, fmt.Errorf("idempotency: claim %s (replacing an expired record): %w", ItemKey(req.Kind, req.Key), err)
+}
+
+// Finish implements Store: one UpdateItem conditioned on the claim's token.
+func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
+	if err := validateFinish(&f); err != nil {
+		return err
+	}
+	e := newExpr()
+	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
+		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
+	nowMs := e.v(":now", avN(unixMs(f.Now)))
+	u := &update{e: e}
+	u.setTo(AttrState, e.v(":st", avS(string(f.State))))
+	u.setTo(AttrUpdated, nowMs)
+	if f.ExpiresAt.IsZero() {
+		u.rm(AttrExpires)
+	} else {
+		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(f.ExpiresAt))))
+	}
+	if f.Error != "" {
+		u.setTo(AttrError, e.v(":err", avS(TruncateError(f.Error))))
+	}
+	if f.Reason != "" {
+		u.setTo(AttrReason, e.v(":reason", avS(f.Reason)))
+	}
+	if StatusIndexed(f.State) {
+		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, ItemKey(f.Kind, f.Key), s.shards))))
+		u.setTo(AttrGSI1SK, nowMs)
+	} else {
+		u.rm(AttrGSI1PK, AttrGSI1SK)
+	}
+	u.rm(AttrLease, AttrToken)
+	return s.conditionalUpdate(ctx, "finish", f.Kind, f.Key, cond, u)
+}
+
+// Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
+func (s *DynamoDBStore) Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error {
+	if err := validateRenew(kind, key, token, leaseUntil); err != nil {
+		return err
+	}
+	e := newExpr()
+	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(token)) + " AND " +
+		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
+	u := &update{e: e}
+	u.setTo(AttrLease, e.v(":lease", avN(unixMs(leaseUntil))))
+	return s.conditionalUpdate(ctx, "renew", kind, key, cond, u)
+}
+
+// conditionalUpdate runs an UpdateItem whose failed condition means the claim is lost.
+func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, kind, key, cond string, u *update) error {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(kind, key),
+		ConditionExpression:       aws.String(cond),
+		UpdateExpression:          aws.String(u.String()),
+		ExpressionAttributeNames:  u.e.names,
+		ExpressionAttributeValues: u.e.valuesOrNil(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ccf):
+		return ErrLeaseLost
+	}
+	return fmt.Errorf("idempotency: %s %s: %w", op, ItemKey(kind, key), err)
+}
+
+// Get implements Store with a strongly consistent GetItem. Expired records are returned too:
+// callers check Record.Expired.
+func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.key(kind, key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: get %s: %w", ItemKey(kind, key), err)
+	}
+	if len(out.Item) == 0 {
+		return Record{}, ErrNotFound
+	}
+	rec, err := RecordFromItem(out.Item)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: get %s: %w", ItemKey(kind, key), err)
+	}
+	return rec, nil
+}
+
+// Put writes r as it is with one unconditional PutItem (times at the store's precision, the
+// error truncated, the by-status index attributes set for its state), replacing any record of
+// its key. It is how a producer records a queued or scheduled job, and how tests seed records
+// (idempotencytest.Options.Seed).
+func (s *DynamoDBStore) Put(ctx context.Context, r Record) error {
+	if r.Kind == "" || r.Key == "" || !validState(r.State) {
+		return fmt.Errorf("%w: put of a record without a Kind, Key or valid State (%q)", errInvalid, r.State)
+	}
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table),
+		Item:      ItemFromRecord(r, s.shards),
+	})
+	if err != nil {
+		return fmt.Errorf("idempotency: put %s: %w", ItemKey(r.Kind, r.Key), err)
+	}
+	return nil
+}
+
+// Table returns the store's table name.
+func (s *DynamoDBStore) Table() string { return s.table }
+
+// Shards returns the number of by-status index partitions per state.
+func (s *DynamoDBStore) Shards() int { return s.shards }

@@ -1,0 +1,756 @@
+// Package idempotencytest checks that an idempotency.Store keeps the package's contract, in the
+// spirit of testing/slogtest: run it from a test of your store.
+//
+//	func TestConformance(t *testing.T) {
+//		idempotencytest.Run(t, func(t *testing.T) idempotency.Store { return newMyStore(t) })
+//	}
+//
+// The suite drives records into every state with Claim and Finish only, so any store can run it;
+// the queued and scheduled states, which only a producer writes, need Options.Seed. All times are
+// explicit (ClaimRequest.Now, …) and lie in the future (2050), so nothing sleeps and no real
+// expiry (such as DynamoDB's TTL deletion) interferes.
+//
+// Precision the suite expects: times kept to the millisecond, ExpiresAt to the second; error text
+// cut to idempotency.MaxErrorBytes on a UTF-8 boundary and stored as valid UTF-8.
+package idempotencytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+)
+
+// Options tunes RunWithOptions. The zero value runs every case that needs only the Store
+// interface.
+type Options struct {
+	// Seed writes r into s as it is, replacing any record of its key (MemoryStore.Put and
+	// DynamoDBStore.Put do). It lets the suite claim queued and scheduled records, which Claim and
+	// Finish cannot produce. Optional: without it, those two cases are skipped.
+	Seed func(t *testing.T, s idempotency.Store, r idempotency.Record)
+}
+
+// Run runs the conformance suite with the zero Options.
+func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+	t.Helper()
+	RunWithOptions(t, newStore, Options{})
+}
+
+// RunWithOptions runs the conformance suite. Every case is a parallel subtest that calls
+// newStore (concurrently) and uses job keys of its own, so newStore may return one shared store.
+func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store, opts Options) {
+	t.Helper()
+	nonce := strconv.FormatInt(time.Now().UnixNano(), 36) // keys unique across runs on a persistent store
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, &env{t: t, s: newStore(t), opts: opts, nonce: nonce, ctx: context.Background()})
+		})
+	}
+}
+
+// T0 is the suite's clock origin; every time the suite uses is derived from it.
+var T0 = time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const (
+	kind  = "conformance.test"
+	hash1 = "hash-1"
+	hash2 = "hash-2"
+	lease = time.Minute
+)
+
+// at returns T0 plus d.
+func at(d time.Duration) time.Time { return T0.Add(d) }
+
+type env struct {
+	t     *testing.T
+	s     idempotency.Store
+	opts  Options
+	nonce string
+	ctx   context.Context
+	n     int
+}
+
+// key returns a job key unique to this subtest (and run).
+func (e *env) key() string {
+	e.n++
+	return e.t.Name() + "/" + e.nonce + "/" + strconv.Itoa(e.n)
+}
+
+// req is a claim of key by token at now with the suite's defaults: hash1, a one-minute lease, an
+// expiry a day later (on a whole second).
+func req(key, token string, now time.Time) idempotency.ClaimRequest {
+	return idempotency.ClaimRequest{
+		Kind: kind, Key: key, JobID: "job-" + token, PayloadHash: hash1, Token: token,
+		Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Truncate(time.Second).Add(24 * time.Hour),
+	}
+}
+
+func (e *env) claim(r idempotency.ClaimRequest) idempotency.ClaimResult {
+	e.t.Helper()
+	res, err := e.s.Claim(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("Claim(%s, token %s): %v", r.Key, r.Token, err)
+	}
+	return res
+}
+
+func (e *env) mustClaim(r idempotency.ClaimRequest) idempotency.Record {
+	e.t.Helper()
+	res := e.claim(r)
+	if !res.Claimed {
+		e.t.Fatalf("Claim(%s, token %s) refused by %+v", r.Key, r.Token, res.Record)
+	}
+	return res.Record
+}
+
+func (e *env) finish(f idempotency.Finish) {
+	e.t.Helper()
+	if err := e.s.Finish(e.ctx, f); err != nil {
+		e.t.Fatalf("Finish(%s, token %s, %s): %v", f.Key, f.Token, f.State, err)
+	}
+}
+
+func (e *env) get(key string) idempotency.Record {
+	e.t.Helper()
+	rec, err := e.s.Get(e.ctx, kind, key)
+	if err != nil {
+		e.t.Fatalf("Get(%s): %v", key, err)
+	}
+	return rec
+}
+
+func (e *env) seed(r idempotency.Record) {
+	e.t.Helper()
+	if e.opts.Seed == nil {
+		e.t.Skip("skipped: reaching this state needs Options.Seed, a store-specific way to write a record, and none was given")
+	}
+	e.opts.Seed(e.t, e.s, r)
+}
+
+// fin is a Finish of key's claim by token at now, expiring a day later.
+func fin(key, token string, state idempotency.State, now time.Time) idempotency.Finish {
+	return idempotency.Finish{Kind: kind, Key: key, Token: token, State: state, Now: now,
+		ExpiresAt: now.Truncate(time.Second).Add(24 * time.Hour)}
+}
+
+// checkRecord reports every field of got that differs from want.
+func checkRecord(t *testing.T, what string, got, want idempotency.Record) {
+	t.Helper()
+	var diffs []string
+	str := func(name, g, w string) {
+		if g != w {
+			diffs = append(diffs, fmt.Sprintf("%s = %q, want %q", name, g, w))
+		}
+	}
+	tm := func(name string, g, w time.Time) {
+		if !g.Equal(w) {
+			diffs = append(diffs, fmt.Sprintf("%s = %v, want %v", name, g, w))
+		}
+	}
+	str("Kind", got.Kind, want.Kind)
+	str("Key", got.Key, want.Key)
+	str("JobID", got.JobID, want.JobID)
+	str("State", string(got.State), string(want.State))
+	if got.Runs != want.Runs {
+		diffs = append(diffs, fmt.Sprintf("Runs = %d, want %d", got.Runs, want.Runs))
+	}
+	str("Token", got.Token, want.Token)
+	tm("LeaseUntil", got.LeaseUntil, want.LeaseUntil)
+	str("PayloadHash", got.PayloadHash, want.PayloadHash)
+	str("LastError", got.LastError, want.LastError)
+	str("Reason", got.Reason, want.Reason)
+	tm("FirstAttemptAt", got.FirstAttemptAt, want.FirstAttemptAt)
+	tm("LastAttemptAt", got.LastAttemptAt, want.LastAttemptAt)
+	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	tm("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
+	if len(diffs) > 0 {
+		t.Errorf("%s:\n\t%s", what, strings.Join(diffs, "\n\t"))
+	}
+}
+
+// claimed is the record a claim by r over no record makes.
+func claimed(r idempotency.ClaimRequest) idempotency.Record {
+	return idempotency.Record{
+		Kind: r.Kind, Key: r.Key, JobID: r.JobID, State: idempotency.StateRunning, Runs: 1, Token: r.Token,
+		LeaseUntil: r.LeaseUntil, PayloadHash: r.PayloadHash,
+		FirstAttemptAt: r.Now, LastAttemptAt: r.Now, UpdatedAt: r.Now, ExpiresAt: r.ExpiresAt,
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var cases = []testCase{
+	{"ClaimWithoutRecord", claimWithoutRecord},
+	{"ClaimByState", claimByState},
+	{"ExpiredRecordCountsAsAbsent", expiredRecord},
+	{"PayloadMismatch", payloadMismatch},
+	{"RunsGrowAcrossFailures", runsGrow},
+	{"WrongTokenLosesLease", wrongToken},
+	{"LeaseTakeover", leaseTakeover},
+	{"RenewExtendsLease", renewExtends},
+	{"GetReturnsWhatWasWritten", getRoundTrip},
+	{"ErrorTruncated", errorTruncated},
+	{"ConcurrentClaimsOneWinner", concurrentClaims},
+	{"GetUnknownKey", getUnknown},
+	{"KeysScopedByKind", keysScopedByKind},
+	{"LongKey", longKey},
+	{"InvalidRequests", invalidRequests},
+}
+
+func claimWithoutRecord(t *testing.T, e *env) {
+	t.Run("WithExpiry", func(t *testing.T) {
+		e := *e
+		e.t = t
+		r := req(e.key(), "A", at(1500*time.Millisecond))
+		res := e.claim(r)
+		if !res.Claimed {
+			t.Fatalf("not claimed: %+v", res.Record)
+		}
+		checkRecord(t, "claim result", res.Record, claimed(r))
+		checkRecord(t, "Get after claim", e.get(r.Key), claimed(r))
+	})
+	t.Run("WithoutExpiry", func(t *testing.T) {
+		e := *e
+		e.t = t
+		r := req(e.key(), "A", at(time.Second))
+		r.ExpiresAt = time.Time{}
+		checkRecord(t, "claim result", e.mustClaim(r), claimed(r))
+		rec := e.get(r.Key)
+		if !rec.ExpiresAt.IsZero() || rec.Expired(at(100*365*24*time.Hour)) {
+			t.Errorf("a record without expiry has ExpiresAt %v", rec.ExpiresAt)
+		}
+	})
+}
+
+func claimByState(t *testing.T, e *env) {
+	t0 := at(0)
+	fail := func(state idempotency.State, reason string) func(e *env, key string) {
+		return func(e *env, key string) {
+			e.mustClaim(req(key, "A", t0))
+			f := fin(key, "A", state, t0.Add(time.Second))
+			f.Error, f.Reason = "boom", reason
+			e.finish(f)
+		}
+	}
+	seed := func(state idempotency.State) func(e *env, key string) {
+		return func(e *env, key string) {
+			e.seed(idempotency.Record{Kind: kind, Key: key, JobID: "job-producer", State: state,
+				PayloadHash: hash1, UpdatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)})
+		}
+	}
+	running := func(e *env, key string) { e.mustClaim(req(key, "A", t0)) }
+	tests := []struct {
+		name      string
+		setup     func(e *env, key string)
+		now       time.Time
+		claimed   bool
+		runs      int
+		state     idempotency.State // of the refusing record
+		firstAt   time.Time         // of the claimed record
+		lastError string            // of the claimed record
+	}{
+		{name: "queued", setup: seed(idempotency.StateQueued), now: t0.Add(time.Minute), claimed: true, runs: 1, firstAt: t0.Add(time.Minute)},
+		{name: "scheduled", setup: seed(idempotency.StateScheduled), now: t0.Add(time.Minute), claimed: true, runs: 1, firstAt: t0.Add(time.Minute)},
+		{name: "retrying", setup: fail(idempotency.StateRetrying, ""), now: t0.Add(2 * time.Second), claimed: true, runs: 2, firstAt: t0, lastError: "boom"},
+		{name: "dead", setup: fail(idempotency.StateDead, "exhausted"), now: t0.Add(2 * time.Second), claimed: true, runs: 2, firstAt: t0, lastError: "boom"},
+		{name: "cancelled", setup: fail(idempotency.StateCancelled, "cancelled"), now: t0.Add(2 * time.Second), runs: 1, state: idempotency.StateCancelled},
+		{name: "succeeded", setup: func(e *env, key string) {
+			e.mustClaim(req(key, "A", t0))
+			e.finish(fin(key, "A", idempotency.StateSucceeded, t0.Add(time.Second)))
+		}, now: t0.Add(2 * time.Second), runs: 1, state: idempotency.StateSucceeded},
+		{name: "running/lease-live", setup: running, now: t0.Add(lease - time.Millisecond), runs: 1, state: idempotency.StateRunning},
+		{name: "running/lease-ended", setup: running, now: t0.Add(lease), claimed: true, runs: 2, firstAt: t0},
+		{name: "running/lease-long-ended", setup: running, now: t0.Add(time.Hour), claimed: true, runs: 2, firstAt: t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			tt.setup(e, key)
+			before := e.get(key)
+			r := req(key, "B", tt.now)
+			res := e.claim(r)
+			if res.Claimed != tt.claimed {
+				t.Fatalf("Claimed = %v, want %v (record %+v)", res.Claimed, tt.claimed, res.Record)
+			}
+			if !tt.claimed {
+				checkRecord(t, "refusing record (want the stored one)", res.Record, before)
+				if res.Record.State != tt.state || res.Record.Runs != tt.runs {
+					t.Errorf("refused by state %s runs %d, want %s runs %d", res.Record.State, res.Record.Runs, tt.state, tt.runs)
+				}
+				checkRecord(t, "Get after refused claim (want unchanged)", e.get(key), before)
+				return
+			}
+			want := claimed(r)
+			want.Runs, want.FirstAttemptAt, want.LastError, want.Reason = tt.runs, tt.firstAt, tt.lastError, before.Reason
+			checkRecord(t, "claim result", res.Record, want)
+			checkRecord(t, "Get after claim", e.get(key), want)
+		})
+	}
+}
+
+func expiredRecord(t *testing.T, e *env) {
+	t0 := at(0)
+	exp := t0.Add(10 * time.Second)
+	finished := func(state idempotency.State) func(e *env, key string) {
+		return func(e *env, key string) {
+			e.mustClaim(req(key, "A", t0))
+			f := fin(key, "A", state, t0.Add(time.Second))
+			f.ExpiresAt = exp
+			if state != idempotency.StateSucceeded {
+				f.Error, f.Reason = "old failure", "old-reason"
+			}
+			e.finish(f)
+		}
+	}
+	tests := []struct {
+		name  string
+		setup func(e *env, key string)
+	}{
+		{"succeeded", finished(idempotency.StateSucceeded)},
+		{"cancelled", finished(idempotency.StateCancelled)},
+		{"retrying", finished(idempotency.StateRetrying)},
+		{"dead", finished(idempotency.StateDead)},
+		{"running/lease-live", func(e *env, key string) {
+			r := req(key, "A", t0)
+			r.LeaseUntil, r.ExpiresAt = t0.Add(time.Hour), exp
+			e.mustClaim(r)
+		}},
+	}
+	for _, tt := range tests {
+		for _, h := range []struct{ name, hash string }{{"same-hash", hash1}, {"other-hash", hash2}} {
+			t.Run(tt.name+"/"+h.name, func(t *testing.T) {
+				t.Parallel()
+				e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+				key := e.key()
+				tt.setup(e, key)
+				before := e.get(key)
+				if before.Expired(exp.Add(-time.Millisecond)) || !before.Expired(exp) {
+					t.Fatalf("Get: ExpiresAt %v, want %v", before.ExpiresAt, exp)
+				}
+				// Just before the expiry, the old record still counts (a different hash is refused).
+				early := req(key, "B", exp.Add(-time.Millisecond))
+				early.PayloadHash = hash2
+				if res := e.claim(early); res.Claimed {
+					t.Fatalf("claim before the expiry won over %s", before.State)
+				}
+				// At the expiry, the record counts as absent: runs restart at 1, and its hash, error
+				// and reason are gone, even when the old state was claimable.
+				r := req(key, "C", exp)
+				r.PayloadHash = h.hash
+				res := e.claim(r)
+				if !res.Claimed {
+					t.Fatalf("claim of an expired record refused: %+v", res.Record)
+				}
+				checkRecord(t, "claim over an expired record", res.Record, claimed(r))
+				checkRecord(t, "Get after the claim", e.get(key), claimed(r))
+				if before.State == idempotency.StateRunning {
+					if err := e.s.Finish(e.ctx, fin(key, "A", idempotency.StateSucceeded, exp)); !errors.Is(err, idempotency.ErrLeaseLost) {
+						t.Errorf("Finish by the expired record's token = %v, want ErrLeaseLost", err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func payloadMismatch(t *testing.T, e *env) {
+	t0 := at(0)
+	t.Run("DifferentHashRefused", func(t *testing.T) {
+		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		key := e.key()
+		e.mustClaim(req(key, "A", t0))
+		e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
+		before := e.get(key)
+		r := req(key, "B", t0.Add(2*time.Second))
+		r.PayloadHash = hash2
+		res := e.claim(r)
+		if res.Claimed {
+			t.Fatal("claim with a different payload hash won")
+		}
+		checkRecord(t, "refusing record", res.Record, before)
+		if res.Record.PayloadHash != hash1 {
+			t.Errorf("refusing record's hash %q, want %q", res.Record.PayloadHash, hash1)
+		}
+		checkRecord(t, "Get (want unchanged)", e.get(key), before)
+	})
+	t.Run("EmptyRecordHashAcceptsAny", func(t *testing.T) {
+		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		key := e.key()
+		r := req(key, "A", t0)
+		r.PayloadHash = ""
+		e.mustClaim(r)
+		e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
+		if h := e.get(key).PayloadHash; h != "" {
+			t.Fatalf("record hash %q after a claim without one", h)
+		}
+		r = req(key, "B", t0.Add(2*time.Second))
+		r.PayloadHash = hash2
+		rec := e.mustClaim(r)
+		if rec.PayloadHash != hash2 || rec.Runs != 2 {
+			t.Errorf("claim over a record without hash: hash %q runs %d, want %q 2", rec.PayloadHash, rec.Runs, hash2)
+		}
+	})
+	t.Run("EmptyRequestHashRefusedByHashedRecord", func(t *testing.T) {
+		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		key := e.key()
+		e.mustClaim(req(key, "A", t0))
+		e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
+		r := req(key, "B", t0.Add(2*time.Second))
+		r.PayloadHash = ""
+		if res := e.claim(r); res.Claimed || res.Record.PayloadHash != hash1 {
+			t.Errorf("claim without hash over a hashed record: Claimed %v hash %q, want refused by %q", res.Claimed, res.Record.PayloadHash, hash1)
+		}
+	})
+}
+
+func runsGrow(t *testing.T, e *env) {
+	key := e.key()
+	for i := 1; i <= 4; i++ {
+		now := at(time.Duration(i) * time.Minute)
+		token := "T" + strconv.Itoa(i)
+		rec := e.mustClaim(req(key, token, now))
+		if rec.Runs != i || !rec.FirstAttemptAt.Equal(at(time.Minute)) || !rec.LastAttemptAt.Equal(now) {
+			t.Fatalf("claim %d: runs %d first %v last %v", i, rec.Runs, rec.FirstAttemptAt, rec.LastAttemptAt)
+		}
+		if i > 1 && rec.LastError != "failure "+strconv.Itoa(i-1) {
+			t.Errorf("claim %d: LastError %q, want the previous failure's", i, rec.LastError)
+		}
+		f := fin(key, token, idempotency.StateRetrying, now.Add(time.Second))
+		f.Error = "failure " + strconv.Itoa(i)
+		e.finish(f)
+	}
+	if rec := e.get(key); rec.Runs != 4 || rec.State != idempotency.StateRetrying || rec.LastError != "failure 4" {
+		t.Errorf("after 4 failures: %+v", rec)
+	}
+}
+
+func wrongToken(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	e.mustClaim(req(key, "A", t0))
+	before := e.get(key)
+	checks := []struct {
+		name string
+		err  error
+	}{
+		{"Finish/wrong-token", e.s.Finish(e.ctx, fin(key, "X", idempotency.StateSucceeded, t0.Add(time.Second)))},
+		{"Renew/wrong-token", e.s.Renew(e.ctx, kind, key, "X", t0.Add(time.Hour))},
+		{"Finish/unknown-key", e.s.Finish(e.ctx, fin(e.key(), "A", idempotency.StateSucceeded, t0))},
+		{"Renew/unknown-key", e.s.Renew(e.ctx, kind, e.key(), "A", t0.Add(time.Hour))},
+	}
+	for _, c := range checks {
+		if !errors.Is(c.err, idempotency.ErrLeaseLost) {
+			t.Errorf("%s = %v, want ErrLeaseLost", c.name, c.err)
+		}
+	}
+	checkRecord(t, "Get after wrong-token writes (want unchanged)", e.get(key), before)
+
+	// A finished claim is no longer held, not even by its own token.
+	e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
+	if err := e.s.Finish(e.ctx, fin(key, "A", idempotency.StateSucceeded, t0.Add(2*time.Second))); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Errorf("second Finish = %v, want ErrLeaseLost", err)
+	}
+	if err := e.s.Renew(e.ctx, kind, key, "A", t0.Add(time.Hour)); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Errorf("Renew after Finish = %v, want ErrLeaseLost", err)
+	}
+	if rec := e.get(key); rec.State != idempotency.StateRetrying {
+		t.Errorf("state %s after a refused second Finish, want retrying", rec.State)
+	}
+}
+
+func leaseTakeover(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	e.mustClaim(req(key, "A", t0))
+	rec := e.mustClaim(req(key, "B", t0.Add(lease)))
+	if rec.Runs != 2 || rec.Token != "B" {
+		t.Fatalf("takeover: runs %d token %q", rec.Runs, rec.Token)
+	}
+	if err := e.s.Renew(e.ctx, kind, key, "A", t0.Add(time.Hour)); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Errorf("Renew by the old token = %v, want ErrLeaseLost", err)
+	}
+	if err := e.s.Finish(e.ctx, fin(key, "A", idempotency.StateSucceeded, t0.Add(lease+time.Second))); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Errorf("Finish by the old token = %v, want ErrLeaseLost", err)
+	}
+	if got := e.get(key); got.State != idempotency.StateRunning || got.Token != "B" {
+		t.Errorf("after the old token's Finish: state %s token %q, want running B", got.State, got.Token)
+	}
+	e.finish(fin(key, "B", idempotency.StateSucceeded, t0.Add(lease+2*time.Second)))
+	if got := e.get(key); got.State != idempotency.StateSucceeded || got.Runs != 2 {
+		t.Errorf("after the new token's Finish: state %s runs %d", got.State, got.Runs)
+	}
+}
+
+func renewExtends(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	e.mustClaim(req(key, "A", t0))
+	newLease := t0.Add(5*time.Minute + 250*time.Millisecond)
+	if err := e.s.Renew(e.ctx, kind, key, "A", newLease); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if got := e.get(key); !got.LeaseUntil.Equal(newLease) || got.Token != "A" {
+		t.Errorf("after Renew: lease %v token %q, want %v A", got.LeaseUntil, got.Token, newLease)
+	}
+	if res := e.claim(req(key, "B", t0.Add(2*time.Minute))); res.Claimed || !res.Record.LeaseUntil.Equal(newLease) {
+		t.Errorf("claim within the renewed lease: Claimed %v lease %v", res.Claimed, res.Record.LeaseUntil)
+	}
+	if rec := e.mustClaim(req(key, "C", newLease)); rec.Runs != 2 {
+		t.Errorf("claim at the renewed lease's end: runs %d, want 2", rec.Runs)
+	}
+}
+
+func getRoundTrip(t *testing.T, e *env) {
+	ms := time.Millisecond
+	t1, t2, t3, t4 := at(1001*ms), at(2002*ms), at(3003*ms), at(4004*ms)
+	e2, e4 := at(48*time.Hour), at(72*time.Hour)
+	key := e.key()
+
+	r1 := req(key, "A", t1)
+	want := claimed(r1)
+	checkRecord(t, "first claim", e.mustClaim(r1), want)
+	checkRecord(t, "Get after the first claim", e.get(key), want)
+
+	f := fin(key, "A", idempotency.StateRetrying, t2)
+	f.Error, f.ExpiresAt = "boom: it failed", e2
+	e.finish(f)
+	want.State, want.Token, want.LeaseUntil = idempotency.StateRetrying, "", time.Time{}
+	want.LastError, want.UpdatedAt, want.ExpiresAt = f.Error, t2, e2
+	checkRecord(t, "Get after a failure", e.get(key), want)
+
+	r3 := req(key, "B", t3)
+	want.JobID, want.State, want.Runs, want.Token, want.LeaseUntil = r3.JobID, idempotency.StateRunning, 2, "B", r3.LeaseUntil
+	want.LastAttemptAt, want.UpdatedAt, want.ExpiresAt = t3, t3, r3.ExpiresAt
+	checkRecord(t, "second claim", e.mustClaim(r3), want)
+
+	f = fin(key, "B", idempotency.StateSucceeded, t4)
+	f.ExpiresAt = e4
+	e.finish(f)
+	want.State, want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = idempotency.StateSucceeded, "", time.Time{}, t4, e4
+	checkRecord(t, "Get after success (the last error is kept)", e.get(key), want)
+
+	for _, tt := range []struct {
+		state          idempotency.State
+		reason, errMsg string
+	}{
+		{idempotency.StateDead, "exhausted", "gave up"},
+		{idempotency.StateCancelled, "cancelled", "stop"},
+	} {
+		key := e.key()
+		r := req(key, "A", t1)
+		e.mustClaim(r)
+		f := fin(key, "A", tt.state, t2)
+		f.Error, f.Reason, f.ExpiresAt = tt.errMsg, tt.reason, time.Time{}
+		e.finish(f)
+		want := claimed(r)
+		want.State, want.Token, want.LeaseUntil, want.UpdatedAt = tt.state, "", time.Time{}, t2
+		want.LastError, want.Reason, want.ExpiresAt = tt.errMsg, tt.reason, time.Time{}
+		checkRecord(t, "Get after Finish "+string(tt.state)+" without expiry", e.get(key), want)
+	}
+}
+
+func errorTruncated(t *testing.T, e *env) {
+	const max = idempotency.MaxErrorBytes
+	tests := []struct {
+		name  string
+		msg   string
+		valid bool // msg is valid UTF-8: the stored text is its longest prefix that fits
+	}{
+		{"short", "short error", true},
+		{"exactly-max", strings.Repeat("a", max), true},
+		{"ascii-over", strings.Repeat("a", max+100), true},
+		{"2-byte-runes-cut-mid-rune", "x" + strings.Repeat("é", max), true},
+		{"3-byte-runes", strings.Repeat("€", max), true},
+		{"4-byte-runes", "ab" + strings.Repeat("😀", max), true},
+		{"invalid-utf8", "bad \xff\xfe bytes", false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			now := at(time.Duration(i) * time.Second)
+			e.mustClaim(req(key, "A", now))
+			f := fin(key, "A", idempotency.StateRetrying, now.Add(time.Second))
+			f.Error = tt.msg
+			e.finish(f)
+			got := e.get(key).LastError
+			if len(got) > max || !utf8.ValidString(got) {
+				t.Fatalf("stored %d bytes (valid UTF-8: %v), want at most %d of valid UTF-8", len(got), utf8.ValidString(got), max)
+			}
+			if !tt.valid {
+				if got == "" {
+					t.Error("invalid UTF-8 error text was dropped entirely")
+				}
+				return
+			}
+			want := tt.msg
+			if len(want) > max {
+				want = want[:max]
+				for !utf8.ValidString(want) {
+					want = want[:len(want)-1]
+				}
+			}
+			if got != want {
+				t.Errorf("stored %d bytes, want the %d-byte prefix", len(got), len(want))
+			}
+			// The claim's record carries the error too.
+			if rec := e.mustClaim(req(key, "B", now.Add(2*time.Second))); rec.LastError != want {
+				t.Errorf("claim result's LastError differs from the stored one (%d bytes)", len(rec.LastError))
+			}
+		})
+	}
+}
+
+func concurrentClaims(t *testing.T, e *env) {
+	const goroutines = 16
+	t0 := at(0)
+	exp := t0.Add(10 * time.Second)
+	tests := []struct {
+		name  string
+		setup func(e *env, key string)
+		now   time.Time
+		runs  int
+	}{
+		{"no-record", func(*env, string) {}, t0, 1},
+		{"retrying", func(e *env, key string) {
+			e.mustClaim(req(key, "S", t0))
+			e.finish(fin(key, "S", idempotency.StateRetrying, t0))
+		}, t0.Add(time.Second), 2},
+		{"lease-ended", func(e *env, key string) { e.mustClaim(req(key, "S", t0)) }, t0.Add(lease), 2},
+		{"expired", func(e *env, key string) {
+			e.mustClaim(req(key, "S", t0))
+			f := fin(key, "S", idempotency.StateSucceeded, t0)
+			f.ExpiresAt = exp
+			e.finish(f)
+		}, exp, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			tt.setup(e, key)
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				winners []string
+				losers  []idempotency.Record
+				errs    []error
+			)
+			for i := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					token := "G" + strconv.Itoa(i)
+					res, err := e.s.Claim(e.ctx, req(key, token, tt.now))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						errs = append(errs, err)
+					case res.Claimed:
+						winners = append(winners, token)
+					default:
+						losers = append(losers, res.Record)
+					}
+				}()
+			}
+			wg.Wait()
+			if len(errs) > 0 {
+				t.Fatalf("%d claims failed: %v", len(errs), errors.Join(errs...))
+			}
+			if len(winners) != 1 {
+				t.Fatalf("%d of %d concurrent claims won (%v), want exactly 1", len(winners), goroutines, winners)
+			}
+			for _, l := range losers {
+				if l.State != idempotency.StateRunning || l.Token != winners[0] {
+					t.Errorf("a loser was refused by state %s token %q, want running %s", l.State, l.Token, winners[0])
+				}
+			}
+			if rec := e.get(key); rec.Token != winners[0] || rec.Runs != tt.runs {
+				t.Errorf("Get: token %q runs %d, want %s %d", rec.Token, rec.Runs, winners[0], tt.runs)
+			}
+		})
+	}
+}
+
+func getUnknown(t *testing.T, e *env) {
+	if _, err := e.s.Get(e.ctx, kind, e.key()); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Errorf("Get of an unknown key = %v, want ErrNotFound", err)
+	}
+}
+
+func keysScopedByKind(t *testing.T, e *env) {
+	key := e.key()
+	a := req(key, "A", at(0))
+	b := req(key, "B", at(0))
+	b.Kind = kind + ".other"
+	e.mustClaim(a)
+	e.mustClaim(b)
+	if rec, err := e.s.Get(e.ctx, b.Kind, key); err != nil || rec.Token != "B" || rec.Kind != b.Kind {
+		t.Errorf("Get(other kind) = %+v, %v", rec, err)
+	}
+	if rec := e.get(key); rec.Token != "A" {
+		t.Errorf("Get(kind) token %q, want A", rec.Token)
+	}
+}
+
+func longKey(t *testing.T, e *env) {
+	key := e.key() + "/" + strings.Repeat("k", 3000) // longer than DynamoDB's 2,048-byte partition key
+	other := key[:len(key)-1] + "j"                  // same long prefix
+	r := req(key, "A", at(0))
+	checkRecord(t, "claim of a long key", e.mustClaim(r), claimed(r))
+	e.finish(fin(key, "A", idempotency.StateSucceeded, at(time.Second)))
+	if rec := e.get(key); rec.Key != key || rec.State != idempotency.StateSucceeded {
+		t.Errorf("Get of a long key: key of %d bytes, state %s", len(rec.Key), rec.State)
+	}
+	if _, err := e.s.Get(e.ctx, kind, other); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Errorf("Get of another long key with the same prefix = %v, want ErrNotFound", err)
+	}
+	e.mustClaim(req(other, "B", at(0)))
+}
+
+func invalidRequests(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	for _, tt := range []struct {
+		name string
+		mod  func(*idempotency.ClaimRequest)
+	}{
+		{"no-kind", func(r *idempotency.ClaimRequest) { r.Kind = "" }},
+		{"no-key", func(r *idempotency.ClaimRequest) { r.Key = "" }},
+		{"no-token", func(r *idempotency.ClaimRequest) { r.Token = "" }},
+	} {
+		r := req(key, "A", t0)
+		tt.mod(&r)
+		if res, err := e.s.Claim(e.ctx, r); err == nil || res.Claimed {
+			t.Errorf("Claim %s = %+v, %v; want an error", tt.name, res, err)
+		}
+	}
+	if _, err := e.s.Get(e.ctx, kind, key); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Errorf("an invalid claim left a record (Get: %v)", err)
+	}
+	e.mustClaim(req(key, "A", t0))
+	before := e.get(key)
+	for _, state := range []idempotency.State{idempotency.StateRunning, idempotency.StateQueued, ""} {
+		err := e.s.Finish(e.ctx, fin(key, "A", state, t0.Add(time.Second)))
+		if err == nil || errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Finish to state %q = %v, want an invalid-request error", state, err)
+		}
+	}
+	checkRecord(t, "Get after invalid Finishes (want unchanged)", e.get(key), before)
+}

@@ -1,0 +1,138 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a Store that keeps records in a map, for one process: tests, local runs and
+// jobstest. It has the DynamoDB store's semantics exactly, including expiry (an expired record
+// counts as absent for Claim but is still returned by Get), error truncation and time precision
+// (milliseconds; ExpiresAt rounded up to the second). Expired records are kept until replaced.
+//
+// The zero value is not usable; call NewMemoryStore.
+type MemoryStore struct {
+	mu   sync.Mutex
+	recs map[string]Record // by ItemKey
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]Record)} }
+
+// Claim implements Store.
+func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := validateClaim(&req); err != nil {
+		return ClaimResult{}, err
+	}
+	ik := ItemKey(req.Kind, req.Key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.recs[ik]
+	if !ok || old.Expired(req.Now) {
+		rec := freshRecord(&req)
+		m.recs[ik] = rec
+		return ClaimResult{Claimed: true, Record: rec}, nil
+	}
+	if !claimable(&old, &req) {
+		return ClaimResult{Record: old}, nil
+	}
+	now := msTime(req.Now)
+	rec := old
+	rec.Kind, rec.Key, rec.JobID = req.Kind, req.Key, req.JobID
+	rec.State, rec.Token, rec.LeaseUntil = StateRunning, req.Token, msTime(req.LeaseUntil)
+	if req.PayloadHash != "" {
+		rec.PayloadHash = req.PayloadHash
+	}
+	rec.Runs++
+	if rec.FirstAttemptAt.IsZero() {
+		rec.FirstAttemptAt = now
+	}
+	rec.LastAttemptAt, rec.UpdatedAt = now, now
+	rec.ExpiresAt = expTime(req.ExpiresAt)
+	m.recs[ik] = rec
+	return ClaimResult{Claimed: true, Record: rec}, nil
+}
+
+// Finish implements Store.
+func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateFinish(&f); err != nil {
+		return err
+	}
+	ik := ItemKey(f.Kind, f.Key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[ik]
+	if !ok || rec.State != StateRunning || rec.Token != f.Token {
+		return ErrLeaseLost
+	}
+	rec.State, rec.UpdatedAt, rec.ExpiresAt = f.State, msTime(f.Now), expTime(f.ExpiresAt)
+	if f.Error != "" {
+		rec.LastError = TruncateError(f.Error)
+	}
+	if f.Reason != "" {
+		rec.Reason = f.Reason
+	}
+	rec.Token, rec.LeaseUntil = "", time.Time{}
+	m.recs[ik] = rec
+	return nil
+}
+
+// Renew implements Store.
+func (m *MemoryStore) Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateRenew(kind, key, token, leaseUntil); err != nil {
+		return err
+	}
+	ik := ItemKey(kind, key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[ik]
+	if !ok || rec.State != StateRunning || rec.Token != token {
+		return ErrLeaseLost
+	}
+	rec.LeaseUntil = msTime(leaseUntil)
+	m.recs[ik] = rec
+	return nil
+}
+
+// Get implements Store. It returns expired records too: callers check Record.Expired.
+func (m *MemoryStore) Get(ctx context.Context, kind, key string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[ItemKey(kind, key)]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return rec, nil
+}
+
+// Put writes r as it is (times at the store's precision, its error truncated), replacing any
+// record of its key. It is how a producer records a queued or scheduled job, and how tests seed
+// records (idempotencytest.Options.Seed).
+func (m *MemoryStore) Put(ctx context.Context, r Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.Kind == "" || r.Key == "" || !validState(r.State) {
+		return fmt.Errorf("%w: put of a record without a Kind, Key or valid State (%q)", errInvalid, r.State)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs[ItemKey(r.Kind, r.Key)] = normalize(r)
+	return nil
+}

@@ -1,0 +1,397 @@
+package idempotency
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// ErrInProgress is the cause of a job deferred because another worker holds its claim.
+var ErrInProgress = errors.New("idempotency: the job is running elsewhere")
+
+// MiddlewareConfig configures [NewMiddleware]. Store is required; every other field's zero value
+// is its default.
+type MiddlewareConfig struct {
+	// Store keeps the job records. Required.
+	Store Store
+	// Lease is the claim's length when the job's context has no deadline (a container); it is
+	// renewed every Lease/3 while the job runs, and the job's context is cancelled if a renewal
+	// fails. Defaults to 5 minutes.
+	Lease time.Duration
+	// AbandonGrace is added to the context's deadline (Lambda's, less the worker's margin) to make
+	// the lease: a job abandoned at the deadline keeps its claim that long. Match the worker's
+	// AbandonGrace. Defaults to 60 seconds.
+	AbandonGrace time.Duration
+	// SucceededTTL is how long a succeeded record keeps duplicates away. Defaults to 24 hours.
+	SucceededTTL time.Duration
+	// KindSucceededTTL overrides SucceededTTL per kind.
+	KindSucceededTTL map[string]time.Duration
+	// RecordTTL is the expiry of records that did not succeed (running, retrying, dead), long
+	// enough to outlive the DLQ's retention. Defaults to 14 days.
+	RecordTTL time.Duration
+	// StoreRetryDelay is how long a job waits (deferred, without spending an attempt) when the
+	// store fails. Defaults to 10 seconds, with up to 50% jitter.
+	StoreRetryDelay time.Duration
+	// FailOpen runs the job without its claim when the store fails (and logs it at Error).
+	// Duplicates may then run twice. Defaults to false: the job is deferred, nothing runs without
+	// its claim.
+	FailOpen bool
+	// CacheSize keeps the keys this process completed in an LRU of that many entries, so that
+	// duplicates arriving at the same container skip the store. Defaults to 0 (off).
+	CacheSize int
+	// Logger receives store failures. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now returns the time. Defaults to time.Now.
+	Now func() time.Time
+	// Rand returns a uniform int64 in [0, n), for jitter. Defaults to math/rand/v2's Int64N.
+	Rand func(n int64) int64
+	// NewToken makes claim tokens. Defaults to jobs.NewID.
+	NewToken func() string
+}
+
+// Stats counts what the middleware did. All fields are read with atomic loads by Stats().
+type Stats struct {
+	Claims         int64 // claims won (jobs run)
+	Duplicates     int64 // deliveries acknowledged without running (succeeded or cancelled)
+	CacheHits      int64 // duplicates answered by the LRU
+	InProgress     int64 // deliveries deferred because another worker holds the claim
+	Mismatches     int64 // keys reused with a different payload
+	StoreErrors    int64 // claims that failed on the store
+	FinishErrors   int64 // completions or failures that could not be recorded
+	FailOpenRuns   int64 // jobs run without a claim (FailOpen)
+	LeaseRenewals  int64 // successful renewals
+	LeaseLostStops int64 // jobs whose context was cancelled because the lease was lost
+}
+
+// Middleware claims every job before it runs and records its outcome. It implements the worker's
+// Middleware interface (worker.Config.Middleware).
+type Middleware struct {
+	cfg   MiddlewareConfig
+	cache *lru
+	stats struct {
+		claims, duplicates, cacheHits, inProgress, mismatches, storeErrors, finishErrors,
+		failOpenRuns, renewals, leaseLost atomic.Int64
+	}
+}
+
+// Defaults of [MiddlewareConfig].
+const (
+	DefaultLease           = 5 * time.Minute
+	DefaultAbandonGrace    = 60 * time.Second
+	DefaultSucceededTTL    = 24 * time.Hour
+	DefaultRecordTTL       = 14 * 24 * time.Hour
+	DefaultStoreRetryDelay = 10 * time.Second
+)
+
+// NewMiddleware validates cfg and returns the middleware.
+func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("idempotency: MiddlewareConfig.Store is required")
+	}
+	durations := []struct {
+		name  string
+		field *time.Duration
+		def   time.Duration
+	}{
+		{"Lease", &cfg.Lease, DefaultLease},
+		{"AbandonGrace", &cfg.AbandonGrace, DefaultAbandonGrace},
+		{"SucceededTTL", &cfg.SucceededTTL, DefaultSucceededTTL},
+		{"RecordTTL", &cfg.RecordTTL, DefaultRecordTTL},
+		{"StoreRetryDelay", &cfg.StoreRetryDelay, DefaultStoreRetryDelay},
+	}
+	for _, d := range durations {
+		if *d.field < 0 {
+			return nil, fmt.Errorf("idempotency: %s %s must not be negative", d.name, *d.field)
+		}
+		if *d.field == 0 {
+			*d.field = d.def
+		}
+	}
+	if cfg.Lease < 3*time.Second {
+		return nil, fmt.Errorf("idempotency: Lease %s is too short to renew (at least 3s)", cfg.Lease)
+	}
+	for kind, ttl := range cfg.KindSucceededTTL {
+		if ttl <= 0 {
+			return nil, fmt.Errorf("idempotency: KindSucceededTTL[%q] %s must be positive", kind, ttl)
+		}
+	}
+	if cfg.StoreRetryDelay > jobs.MaxVisibility {
+		return nil, fmt.Errorf("idempotency: StoreRetryDelay %s is above SQS's 12h visibility limit", cfg.StoreRetryDelay)
+	}
+	if cfg.CacheSize < 0 {
+		return nil, fmt.Errorf("idempotency: CacheSize %d must not be negative", cfg.CacheSize)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Int64N
+	}
+	if cfg.NewToken == nil {
+		cfg.NewToken = jobs.NewID
+	}
+	m := &Middleware{cfg: cfg}
+	if cfg.CacheSize > 0 {
+		m.cache = newLRU(cfg.CacheSize)
+	}
+	return m, nil
+}
+
+// Stats returns the counters so far.
+func (m *Middleware) Stats() Stats {
+	s := &m.stats
+	return Stats{
+		Claims: s.claims.Load(), Duplicates: s.duplicates.Load(), CacheHits: s.cacheHits.Load(),
+		InProgress: s.inProgress.Load(), Mismatches: s.mismatches.Load(), StoreErrors: s.storeErrors.Load(),
+		FinishErrors: s.finishErrors.Load(), FailOpenRuns: s.failOpenRuns.Load(),
+		LeaseRenewals: s.renewals.Load(), LeaseLostStops: s.leaseLost.Load(),
+	}
+}
+
+// Work claims the job, sets its attempt from the record's run count, runs it, and records the
+// outcome. See the package documentation for the rules.
+func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context.Context) error) error {
+	now := m.cfg.Now()
+	ik := ItemKey(job.Kind, job.Key)
+	if m.cache != nil && m.cache.contains(ik, now) {
+		m.stats.cacheHits.Add(1)
+		m.stats.duplicates.Add(1)
+		return fmt.Errorf("%w: job key %q already succeeded in this process", jobs.ErrSkipped, job.Key)
+	}
+	hash, err := jobs.PayloadHash(job.Kind, job.RawArgs)
+	if err != nil {
+		return jobs.DeadLetter(jobs.ReasonMalformed, err)
+	}
+	token := m.cfg.NewToken()
+	lease, renew := m.lease(ctx, now)
+	res, err := m.cfg.Store.Claim(ctx, ClaimRequest{
+		Kind: job.Kind, Key: job.Key, JobID: job.ID, PayloadHash: hash, Token: token,
+		Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
+	})
+	if err != nil {
+		m.stats.storeErrors.Add(1)
+		if m.cfg.FailOpen {
+			m.stats.failOpenRuns.Add(1)
+			m.cfg.Logger.ErrorContext(ctx, "sqsworker: idempotency store failed; running the job WITHOUT its claim (FailOpen)",
+				"job_id", job.ID, "kind", job.Kind, "key", job.Key, "error", err)
+			return next(ctx)
+		}
+		return jobs.Defer(m.jitter(m.cfg.StoreRetryDelay), fmt.Errorf("idempotency: claim %s: %w", job.Key, err))
+	}
+	if !res.Claimed {
+		return m.refused(job, &res.Record, hash, now)
+	}
+	m.stats.claims.Add(1)
+	job.Attempt = res.Record.Runs
+
+	runCtx := ctx
+	var stopRenew func()
+	if renew {
+		runCtx, stopRenew = m.renewWhileRunning(ctx, job, token)
+	}
+	workErr := next(runCtx)
+	if stopRenew != nil {
+		stopRenew()
+	}
+	m.finish(ctx, job, token, workErr)
+	if workErr == nil && m.cache != nil {
+		m.cache.add(ik, m.cfg.Now().Add(m.succeededTTL(job.Kind)))
+	}
+	return workErr
+}
+
+// lease returns the claim's end, and whether it must be renewed (no deadline).
+func (m *Middleware) lease(ctx context.Context, now time.Time) (time.Time, bool) {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl.Add(m.cfg.AbandonGrace), false
+	}
+	return now.Add(m.cfg.Lease), true
+}
+
+// refused turns a refused claim into the worker's answer.
+func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.Time) error {
+	switch {
+	case rec.PayloadHash != "" && rec.PayloadHash != hash:
+		m.stats.mismatches.Add(1)
+		return jobs.DeadLetter(jobs.ReasonPayloadMismatch,
+			fmt.Errorf("key %q of kind %s was used by job %s with different args", job.Key, job.Kind, rec.JobID))
+	case rec.State == StateSucceeded:
+		m.stats.duplicates.Add(1)
+		return fmt.Errorf("%w: duplicate of job %s, which succeeded", jobs.ErrSkipped, rec.JobID)
+	case rec.State == StateCancelled:
+		m.stats.duplicates.Add(1)
+		return fmt.Errorf("%w: job key %q was cancelled", jobs.ErrSkipped, job.Key)
+	case rec.State == StateRunning && rec.LeaseUntil.After(now):
+		m.stats.inProgress.Add(1)
+		remaining := rec.LeaseUntil.Sub(now)
+		return jobs.Defer(remaining+m.jitter(min(remaining/4+time.Second, 30*time.Second)),
+			fmt.Errorf("%w (job %s, lease until %s)", ErrInProgress, rec.JobID, rec.LeaseUntil.UTC().Format(time.RFC3339)))
+	default: // the record changed between the write and the read: try again soon
+		return jobs.Defer(m.jitter(time.Second), fmt.Errorf("idempotency: claim of %q refused in state %s", job.Key, rec.State))
+	}
+}
+
+// finish records the job's outcome. A failed write is logged and counted; the job's own result
+// stands (a success is acknowledged all the same).
+func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error) {
+	now := m.cfg.Now()
+	f := Finish{Kind: job.Kind, Key: job.Key, Token: token, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
+	switch state, reason := Outcome(job, workErr); state {
+	case StateSucceeded:
+		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
+	default:
+		f.State, f.Reason, f.Error = state, reason, workErr.Error()
+	}
+	// The job's context may be at its deadline: give the write its own short budget.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.cfg.Store.Finish(wctx, f); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			// Cancelled while it ran, or taken over after its lease expired: the record is
+			// someone else's now, which is what should happen.
+			m.cfg.Logger.WarnContext(ctx, "sqsworker: the job's claim was taken while it ran; its outcome is not recorded",
+				"job_id", job.ID, "kind", job.Kind, "key", job.Key, "state", f.State)
+			return
+		}
+		m.stats.finishErrors.Add(1)
+		m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not record the job's outcome", "job_id", job.ID, "kind", job.Kind,
+			"key", job.Key, "state", f.State, "error", err)
+	}
+}
+
+// Outcome returns the state (and dead-letter reason) a job's result leads to, as the worker
+// decides it: nil succeeds; Cancel, DeadLetter, undecodable args and a failure on the last
+// attempt are dead; other failures retry.
+func Outcome(job *jobs.Info, err error) (State, string) {
+	if err == nil || errors.Is(err, jobs.ErrSkipped) {
+		return StateSucceeded, ""
+	}
+	var (
+		dead   *jobs.DeadLetterError
+		cancel *jobs.CancelError
+		args   *jobs.ArgsError
+		deferE *jobs.DeferError
+	)
+	switch {
+	case errors.As(err, &deferE):
+		return StateRetrying, ""
+	case errors.As(err, &args):
+		return StateDead, jobs.ReasonMalformed
+	case errors.As(err, &dead):
+		return StateDead, dead.Reason
+	case errors.As(err, &cancel):
+		return StateDead, jobs.ReasonCancelled
+	case job.Attempt >= job.MaxAttempts:
+		return StateDead, jobs.ReasonExhausted
+	}
+	return StateRetrying, ""
+}
+
+func (m *Middleware) succeededTTL(kind string) time.Duration {
+	if ttl, ok := m.cfg.KindSucceededTTL[kind]; ok {
+		return ttl
+	}
+	return m.cfg.SucceededTTL
+}
+
+// jitter returns d plus up to 50% of it.
+func (m *Middleware) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + time.Duration(m.cfg.Rand(int64(d)/2+1))
+}
+
+// renewWhileRunning renews the lease every Lease/3 until stopped; if a renewal fails, the job's
+// context is cancelled (another worker may take the job over).
+func (m *Middleware) renewWhileRunning(ctx context.Context, job *jobs.Info, token string) (context.Context, func()) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(m.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				err := m.cfg.Store.Renew(runCtx, job.Kind, job.Key, token, m.cfg.Now().Add(m.cfg.Lease))
+				if err == nil {
+					m.stats.renewals.Add(1)
+					continue
+				}
+				m.stats.leaseLost.Add(1)
+				m.cfg.Logger.ErrorContext(ctx, "sqsworker: lease renewal failed; cancelling the job", "job_id", job.ID,
+					"kind", job.Kind, "key", job.Key, "error", err)
+				cancel(fmt.Errorf("idempotency: lease lost: %w", err))
+				return
+			}
+		}
+	}()
+	return runCtx, func() { close(done); wg.Wait(); cancel(nil) }
+}
+
+// lru remembers recently completed keys with their expiry.
+type lru struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // front = most recent; values are *lruEntry
+	byKey map[string]*list.Element
+}
+
+type lruEntry struct {
+	key     string
+	expires time.Time
+}
+
+func newLRU(size int) *lru {
+	return &lru{size: size, order: list.New(), byKey: make(map[string]*list.Element, size)}
+}
+
+func (c *lru) contains(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if !ok {
+		return false
+	}
+	if !now.Before(el.Value.(*lruEntry).expires) {
+		c.order.Remove(el)
+		delete(c.byKey, key)
+		return false
+	}
+	c.order.MoveToFront(el)
+	return true
+}
+
+func (c *lru) add(key string, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		el.Value.(*lruEntry).expires = expires
+		c.order.MoveToFront(el)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(&lruEntry{key: key, expires: expires})
+	if c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byKey, last.Value.(*lruEntry).key)
+	}
+}

@@ -1,0 +1,151 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The rules every store here shares, so that MemoryStore and DynamoDBStore behave the same to
+// the millisecond.
+//
+// Precision: stores keep times to the millisecond (truncated) and ExpiresAt to the second
+// (rounded up, so a record never expires before it was asked to: DynamoDB's TTL attribute holds
+// seconds).
+
+// maxClaimRounds bounds the claim loop of a store that must re-read or replace a record (an
+// expired one, or one that changed between a refused write and the read that explains it).
+const maxClaimRounds = 4
+
+// TruncateError returns s as a store keeps it: invalid UTF-8 replaced by U+FFFD (DynamoDB strings
+// must be UTF-8), then cut to at most MaxErrorBytes bytes on a rune boundary.
+func TruncateError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	i := MaxErrorBytes
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+// unixMs returns t in unix milliseconds.
+func unixMs(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMs returns the UTC time of unix milliseconds.
+func fromMs(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// msTime truncates t to the millisecond (in UTC); the zero time stays zero.
+func msTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return fromMs(unixMs(t))
+}
+
+// expSeconds returns the unix second of an expiry, rounded up.
+func expSeconds(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// expTime rounds an expiry up to the second (in UTC); the zero time stays zero.
+func expTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(expSeconds(t), 0).UTC()
+}
+
+// claimable reports whether req may claim rec (a record that exists and has not expired at
+// req.Now): its state allows it, or it is running with a lease that has ended, and its payload
+// hash is absent or equal.
+func claimable(rec *Record, req *ClaimRequest) bool {
+	stateOK := rec.State.Claimable() || rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now))
+	return stateOK && (rec.PayloadHash == "" || rec.PayloadHash == req.PayloadHash)
+}
+
+// errInvalid is the cause of the errors returned for malformed requests.
+var errInvalid = errors.New("idempotency: invalid request")
+
+func validateClaim(req *ClaimRequest) error {
+	switch {
+	case req.Kind == "":
+		return fmt.Errorf("%w: claim without a Kind", errInvalid)
+	case req.Key == "":
+		return fmt.Errorf("%w: claim without a Key", errInvalid)
+	case req.Token == "":
+		return fmt.Errorf("%w: claim without a Token", errInvalid)
+	case req.Now.IsZero():
+		return fmt.Errorf("%w: claim without Now", errInvalid)
+	case req.LeaseUntil.IsZero():
+		return fmt.Errorf("%w: claim without LeaseUntil", errInvalid)
+	}
+	return nil
+}
+
+func validateFinish(f *Finish) error {
+	switch {
+	case f.Kind == "":
+		return fmt.Errorf("%w: finish without a Kind", errInvalid)
+	case f.Key == "":
+		return fmt.Errorf("%w: finish without a Key", errInvalid)
+	case f.Token == "":
+		return fmt.Errorf("%w: finish without a Token", errInvalid)
+	case f.Now.IsZero():
+		return fmt.Errorf("%w: finish without Now", errInvalid)
+	}
+	switch f.State {
+	case StateSucceeded, StateRetrying, StateDead, StateCancelled:
+		return nil
+	}
+	return fmt.Errorf("%w: finish to state %q (want succeeded, retrying, dead or cancelled)", errInvalid, f.State)
+}
+
+func validateRenew(kind, key, token string, leaseUntil time.Time) error {
+	switch {
+	case kind == "" || key == "":
+		return fmt.Errorf("%w: renew without a Kind or Key", errInvalid)
+	case token == "":
+		return fmt.Errorf("%w: renew without a token", errInvalid)
+	case leaseUntil.IsZero():
+		return fmt.Errorf("%w: renew without a lease end", errInvalid)
+	}
+	return nil
+}
+
+func validState(s State) bool {
+	switch s {
+	case StateQueued, StateScheduled, StateRunning, StateSucceeded, StateRetrying, StateDead, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// freshRecord is the record of a claim over no record (or an expired one).
+func freshRecord(req *ClaimRequest) Record {
+	now := msTime(req.Now)
+	return Record{
+		Kind: req.Kind, Key: req.Key, JobID: req.JobID, State: StateRunning, Runs: 1, Token: req.Token,
+		LeaseUntil: msTime(req.LeaseUntil), PayloadHash: req.PayloadHash,
+		FirstAttemptAt: now, LastAttemptAt: now, UpdatedAt: now, ExpiresAt: expTime(req.ExpiresAt),
+	}
+}
+
+// normalize returns r with its times at the precision stores keep.
+func normalize(r Record) Record {
+	r.LeaseUntil = msTime(r.LeaseUntil)
+	r.FirstAttemptAt = msTime(r.FirstAttemptAt)
+	r.LastAttemptAt = msTime(r.LastAttemptAt)
+	r.UpdatedAt = msTime(r.UpdatedAt)
+	r.ExpiresAt = expTime(r.ExpiresAt)
+	r.LastError = TruncateError(r.LastError)
+	return r
+}

@@ -1,0 +1,138 @@
+// Package idempotency makes a job's side effects run once per job key, although SQS delivers at
+// least once. A [Store] keeps one record per job key (scoped by kind): the worker claims it with
+// one conditional write before running the job and completes or fails it afterwards. The same
+// record carries the job's status (pkg/status reads and lists it).
+//
+// Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
+// conformance suite in pkg/idempotency/idempotencytest.
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is a job record's state in the status lifecycle:
+//
+//	queued / scheduled → running → succeeded | retrying → … → dead;  cancelled
+type State string
+
+// The states.
+const (
+	StateQueued    State = "queued"    // written by the producer when asked
+	StateScheduled State = "scheduled" // a delayed job waiting in the scheduler
+	StateRunning   State = "running"   // claimed: a worker is running it until LeaseUntil
+	StateSucceeded State = "succeeded" // done; duplicates are acknowledged without running
+	StateRetrying  State = "retrying"  // failed; claimable by the next delivery
+	StateDead      State = "dead"      // dead-lettered; claimable again after a redrive
+	StateCancelled State = "cancelled" // cancelled; deliveries are acknowledged without running
+)
+
+// Claimable reports whether a record in state s (not expired) may be claimed; running records
+// also when their lease has expired.
+func (s State) Claimable() bool {
+	switch s {
+	case StateQueued, StateScheduled, StateRetrying, StateDead:
+		return true
+	}
+	return false
+}
+
+// Record is a job key's record.
+type Record struct {
+	// Kind and Key identify the record (the key is scoped by kind).
+	Kind, Key string
+	// JobID is the id of the job that last wrote the record.
+	JobID string
+	// State is the record's state.
+	State State
+	// Runs counts the claims that started the job: the attempt number of the running one.
+	Runs int
+	// Token identifies the current claim; Complete, Fail and Renew must present it.
+	Token string
+	// LeaseUntil is when a running claim expires and may be taken over.
+	LeaseUntil time.Time
+	// PayloadHash is jobs.PayloadHash of the job's kind and args.
+	PayloadHash string
+	// LastError is the last failure's error text (truncated); kept after a later success.
+	LastError string
+	// Reason is the dead-letter reason of a dead record.
+	Reason string
+	// FirstAttemptAt and LastAttemptAt are the first and latest claim times.
+	FirstAttemptAt, LastAttemptAt time.Time
+	// UpdatedAt is the time of the last write.
+	UpdatedAt time.Time
+	// ExpiresAt is when the record stops counting (zero: never). An expired record is treated as
+	// absent, whatever DynamoDB's TTL deletion lag.
+	ExpiresAt time.Time
+}
+
+// Expired reports whether the record has expired at now.
+func (r *Record) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// ClaimRequest asks to start a job.
+type ClaimRequest struct {
+	Kind, Key, JobID string
+	// PayloadHash must equal the record's, if it has one; otherwise the claim is refused and the
+	// record returned (the caller dead-letters the job as payload_mismatch).
+	PayloadHash string
+	// Token identifies this claim (unique per attempt).
+	Token string
+	// Now is the claim time; LeaseUntil ends the claim unless renewed.
+	Now, LeaseUntil time.Time
+	// ExpiresAt is the running record's expiry (a safety net for records that are never
+	// completed). Zero: never.
+	ExpiresAt time.Time
+}
+
+// ClaimResult is the answer to a claim.
+type ClaimResult struct {
+	// Claimed reports whether the caller now holds the claim.
+	Claimed bool
+	// Record is the record after the claim when Claimed (Runs includes this run), else the
+	// existing record that refused it.
+	Record Record
+}
+
+// Finish ends a claim.
+type Finish struct {
+	Kind, Key, Token string
+	// State is StateSucceeded, StateRetrying, StateDead or StateCancelled.
+	State State
+	// Error is the failure's text (stores truncate it); empty for a success, which keeps the
+	// record's previous LastError.
+	Error string
+	// Reason is the dead-letter reason, for StateDead.
+	Reason string
+	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
+	Now, ExpiresAt time.Time
+}
+
+// Store keeps job records. Implementations must be safe for concurrent use, and each method
+// must be atomic: two Claims for one key never both succeed while the first's lease is live.
+type Store interface {
+	// Claim starts a job, with one conditional write. It succeeds when there is no record, or it
+	// expired, or its state is claimable, or it is running with an expired lease — and the
+	// payload hash matches (or the record has none). Otherwise it returns Claimed false and the
+	// record.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the
+	// record is no longer held with that token.
+	Finish(ctx context.Context, f Finish) error
+	// Renew extends the lease of the claim named by token, or returns ErrLeaseLost.
+	Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error
+	// Get returns the record of a job key, or ErrNotFound.
+	Get(ctx context.Context, kind, key string) (Record, error)
+}
+
+// Errors stores return.
+var (
+	ErrNotFound  = errors.New("idempotency: no record")
+	ErrLeaseLost = errors.New("idempotency: the claim is no longer held")
+)
+
+// MaxErrorBytes bounds the error text a store keeps, far below DynamoDB's 400 KB item limit.
+const MaxErrorBytes = 4 << 10

@@ -1,0 +1,293 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The DynamoDB table design, shared with pkg/status (one item per job key):
+//
+//   - partition key pk (S) = ItemKey(kind, key); no sort key;
+//   - GSI IndexByStatus (sparse): AttrGSI1PK = StatusPartition(state, pk, shards), AttrGSI1SK =
+//     the update time in unix ms; written only for the states in StatusIndexed;
+//   - GSI IndexByID: AttrJobID, keys only;
+//   - TTL on AttrExpires (unix seconds). DynamoDB deletes expired items up to days late, so
+//     readers always compare the expiry themselves (Record.Expired).
+
+// Attribute names of a job item.
+const (
+	AttrPK      = "pk"       // S: ItemKey(kind, key)
+	AttrKind    = "kind"     // S
+	AttrKey     = "key"      // S
+	AttrJobID   = "job_id"   // S: partition key of IndexByID
+	AttrState   = "st"       // S: a State
+	AttrRuns    = "runs"     // N
+	AttrToken   = "tok"      // S: the running claim's token
+	AttrLease   = "lease"    // N: unix ms
+	AttrHash    = "hash"     // S: payload hash
+	AttrError   = "err"      // S: last error, at most MaxErrorBytes
+	AttrReason  = "reason"   // S: dead-letter reason
+	AttrFirstAt = "first_at" // N: unix ms
+	AttrLastAt  = "last_at"  // N: unix ms
+	AttrUpdated = "upd"      // N: unix ms
+	AttrExpires = "exp"      // N: unix SECONDS, the table's TTL attribute
+	AttrGSI1PK  = "gsi1pk"   // S: StatusPartition(state, pk, shards), only for StatusIndexed states
+	AttrGSI1SK  = "gsi1sk"   // N: unix ms of the write that set the state
+)
+
+// Index names of a job table.
+const (
+	IndexByStatus = "by_status" // sparse: AttrGSI1PK, AttrGSI1SK
+	IndexByID     = "by_id"     // AttrJobID, keys only
+)
+
+// DefaultShards is the number of IndexByStatus partitions per state.
+const DefaultShards = 16
+
+// MaxItemKeyBytes bounds the partition key ItemKey returns (DynamoDB allows 2,048 bytes).
+const MaxItemKeyBytes = 1024
+
+// ItemKey returns the partition key of a job key's item: kind + "#" + key. Kinds cannot contain
+// '#', so the pair is recoverable. A longer result than MaxItemKeyBytes becomes
+// kind + "#sha256:" + the hex SHA-256 of key, so that any key works; the item's AttrKind and
+// AttrKey attributes keep the originals.
+func ItemKey(kind, key string) string {
+	if len(kind)+1+len(key) <= MaxItemKeyBytes {
+		return kind + "#" + key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return kind + "#sha256:" + hex.EncodeToString(sum[:])
+}
+
+// StatusIndexed reports whether records in state s are written to IndexByStatus: the states that
+// need attention or lookup (retrying, dead, scheduled, cancelled).
+func StatusIndexed(s State) bool {
+	switch s {
+	case StateRetrying, StateDead, StateScheduled, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Shard returns the IndexByStatus shard of an item: fnv32a(pk) mod shards.
+func Shard(pk string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(pk))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// StatusPartition returns the IndexByStatus partition key of an item in state s:
+// state + "#" + shard (decimal). List a state by querying its shards 0…shards-1.
+func StatusPartition(s State, pk string, shards int) string {
+	return string(s) + "#" + strconv.Itoa(Shard(pk, shards))
+}
+
+// TableInput returns the CreateTable input of a job table named name: on-demand billing, the
+// partition key AttrPK, and the two GSIs (IndexByStatus, sparse, projecting what a listing shows;
+// IndexByID, keys only). Enable TTL afterwards with EnableTTL.
+func TableInput(name string) *dynamodb.CreateTableInput {
+	attr := func(name string, t types.ScalarAttributeType) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: t}
+	}
+	key := func(name string, t types.KeyType) types.KeySchemaElement {
+		return types.KeySchemaElement{AttributeName: aws.String(name), KeyType: t}
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			attr(AttrPK, types.ScalarAttributeTypeS),
+			attr(AttrGSI1PK, types.ScalarAttributeTypeS),
+			attr(AttrGSI1SK, types.ScalarAttributeTypeN),
+			attr(AttrJobID, types.ScalarAttributeTypeS),
+		},
+		KeySchema: []types.KeySchemaElement{key(AttrPK, types.KeyTypeHash)},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			{
+				IndexName: aws.String(IndexByStatus),
+				KeySchema: []types.KeySchemaElement{key(AttrGSI1PK, types.KeyTypeHash), key(AttrGSI1SK, types.KeyTypeRange)},
+				Projection: &types.Projection{
+					ProjectionType:   types.ProjectionTypeInclude,
+					NonKeyAttributes: []string{AttrKind, AttrKey, AttrJobID, AttrState, AttrRuns, AttrReason, AttrUpdated, AttrLastAt},
+				},
+			},
+			{
+				IndexName:  aws.String(IndexByID),
+				KeySchema:  []types.KeySchemaElement{key(AttrJobID, types.KeyTypeHash)},
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+			},
+		},
+	}
+}
+
+// TTLAPI is the part of the DynamoDB client EnableTTL uses.
+type TTLAPI interface {
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// EnableTTL turns on the table's TTL on AttrExpires. It is idempotent: DynamoDB refuses to enable
+// TTL that is already enabled, so it asks first and does nothing when TTL is enabled (or being
+// enabled) on AttrExpires.
+func EnableTTL(ctx context.Context, client TTLAPI, table string) error {
+	d, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("idempotency: describe TTL of %s: %w", table, err)
+	}
+	if desc := d.TimeToLiveDescription; desc != nil && aws.ToString(desc.AttributeName) == AttrExpires {
+		switch desc.TimeToLiveStatus {
+		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
+			return nil
+		}
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(AttrExpires), Enabled: aws.Bool(true),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("idempotency: enable TTL on %s: %w", table, err)
+	}
+	return nil
+}
+
+// RecordFromItem decodes a job item (a GetItem result, or a by-status index entry, which has
+// fewer attributes: missing ones stay zero). Kind and Key fall back to the parts of AttrPK.
+func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
+	var (
+		r    Record
+		errs []error
+	)
+	str := func(name string) string {
+		av, ok := item[name]
+		if !ok {
+			return ""
+		}
+		s, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %s is %T, want S", name, av))
+			return ""
+		}
+		return s.Value
+	}
+	num := func(name string) (int64, bool) {
+		av, ok := item[name]
+		if !ok {
+			return 0, false
+		}
+		n, ok := av.(*types.AttributeValueMemberN)
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %s is %T, want N", name, av))
+			return 0, false
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			// Some backends format whole numbers as floats.
+			f, ferr := strconv.ParseFloat(n.Value, 64)
+			if ferr != nil || f != float64(int64(f)) {
+				errs = append(errs, fmt.Errorf("attribute %s = %q is not an integer", name, n.Value))
+				return 0, false
+			}
+			v = int64(f)
+		}
+		return v, true
+	}
+	ms := func(name string) time.Time {
+		if v, ok := num(name); ok {
+			return fromMs(v)
+		}
+		return time.Time{}
+	}
+	r.Kind, r.Key = str(AttrKind), str(AttrKey)
+	if pk := str(AttrPK); pk != "" && (r.Kind == "" || r.Key == "") {
+		if kind, key, ok := strings.Cut(pk, "#"); ok {
+			r.Kind, r.Key = kind, key
+		}
+	}
+	r.JobID = str(AttrJobID)
+	r.State = State(str(AttrState))
+	if v, ok := num(AttrRuns); ok {
+		r.Runs = int(v)
+	}
+	r.Token = str(AttrToken)
+	r.LeaseUntil = ms(AttrLease)
+	r.PayloadHash = str(AttrHash)
+	r.LastError = str(AttrError)
+	r.Reason = str(AttrReason)
+	r.FirstAttemptAt = ms(AttrFirstAt)
+	r.LastAttemptAt = ms(AttrLastAt)
+	r.UpdatedAt = ms(AttrUpdated)
+	if v, ok := num(AttrExpires); ok {
+		r.ExpiresAt = time.Unix(v, 0).UTC()
+	}
+	if len(errs) > 0 {
+		return Record{}, fmt.Errorf("idempotency: malformed item %q: %w", str(AttrPK), errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// ItemFromRecord encodes r as a job item (times at the store's precision, the error truncated,
+// the IndexByStatus attributes set when StatusIndexed(r.State), keyed by r.UpdatedAt). Empty
+// strings and zero times are left out.
+func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
+	if shards <= 0 {
+		shards = DefaultShards
+	}
+	pk := ItemKey(r.Kind, r.Key)
+	item := map[string]types.AttributeValue{
+		AttrPK:    avS(pk),
+		AttrKind:  avS(r.Kind),
+		AttrKey:   avS(r.Key),
+		AttrState: avS(string(r.State)),
+		AttrRuns:  avN(int64(r.Runs)),
+	}
+	setS := func(name, v string) {
+		if v != "" {
+			item[name] = avS(v)
+		}
+	}
+	setMs := func(name string, t time.Time) {
+		if !t.IsZero() {
+			item[name] = avN(unixMs(t))
+		}
+	}
+	setS(AttrJobID, r.JobID)
+	setS(AttrToken, r.Token)
+	setMs(AttrLease, r.LeaseUntil)
+	setS(AttrHash, r.PayloadHash)
+	setS(AttrError, TruncateError(r.LastError))
+	setS(AttrReason, r.Reason)
+	setMs(AttrFirstAt, r.FirstAttemptAt)
+	setMs(AttrLastAt, r.LastAttemptAt)
+	setMs(AttrUpdated, r.UpdatedAt)
+	if !r.ExpiresAt.IsZero() {
+		item[AttrExpires] = avN(expSeconds(r.ExpiresAt))
+	}
+	if StatusIndexed(r.State) {
+		item[AttrGSI1PK] = avS(StatusPartition(r.State, pk, shards))
+		var sk int64
+		if !r.UpdatedAt.IsZero() {
+			sk = unixMs(r.UpdatedAt)
+		}
+		item[AttrGSI1SK] = avN(sk)
+	}
+	return item
+}
+
+func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func avN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}

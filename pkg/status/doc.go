@@ -1,0 +1,15 @@
+// Package status looks up and lists jobs, and records the states a job takes outside the worker:
+// queued (the producer's optional write), scheduled, and cancelled.
+//
+// It reads the DynamoDB table that pkg/idempotency's DynamoDB store writes: one item per job key
+// (docs/TABLE.md describes it). [Table.Get] reads one job by kind and key, [Table.GetByID] by job
+// id (through the by_id index), and [Table.List] lists the jobs in a state that needs attention
+// — retrying, dead, scheduled or cancelled — newest first, through the sparse, sharded by_status
+// index. Other states are not indexed, by design: they are the bulk of the table and are looked
+// up one job at a time.
+//
+// Every record has an expiry (the TTL attribute exp). DynamoDB deletes expired items lazily, up
+// to about two days late, so this package compares expiry times itself: List skips expired
+// records, Get and GetByID return them with [Job.Expired] set, and the writes here treat an
+// expired record as absent.
+package status

@@ -1,0 +1,280 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+)
+
+// QueuedJob is the producer's optional record of a job it enqueued.
+type QueuedJob struct {
+	// Kind, Key and JobID identify the job, as in its envelope (Key defaults to the job id
+	// there; here it is required). Required.
+	Kind, Key, JobID string
+	// PayloadHash is jobs.PayloadHash of the job's kind and args; the worker refuses a later
+	// delivery of the key with another hash. Empty: not recorded.
+	PayloadHash string
+	// At is the time of the write. Defaults to Config.Now().
+	At time.Time
+	// ExpiresAt is when the record stops counting; set it past the queue's message retention.
+	// Zero: never (not recommended: a job whose message is lost stays queued).
+	ExpiresAt time.Time
+}
+
+// ScheduledJob is the record of a job waiting in the scheduler.
+type ScheduledJob struct {
+	// Kind, Key and JobID identify the job, as in its envelope. Required.
+	Kind, Key, JobID string
+	// PayloadHash is jobs.PayloadHash of the job's kind and args. Empty: not recorded.
+	PayloadHash string
+	// At is the time of the write. Defaults to Config.Now().
+	At time.Time
+	// RunAt is when the job is due; shown by Get and List. Zero: not recorded.
+	RunAt time.Time
+	// ExpiresAt is when the record stops counting; set it past RunAt plus the queue's message
+	// retention. Zero: never.
+	ExpiresAt time.Time
+}
+
+// RecordQueued writes a queued record for a job the producer enqueued, unless the key already has
+// a record that has not expired: then that record is the same job, further along (claimed,
+// running, succeeded…), and RecordQueued leaves it alone and returns nil. One conditional
+// PutItem.
+func (t *Table) RecordQueued(ctx context.Context, j QueuedJob) error {
+	at, err := t.checkJob("QueuedJob", j.Kind, j.Key, j.JobID, j.At, j.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	item := t.newItem(j.Kind, j.Key, idempotency.StateQueued, at, j.ExpiresAt)
+	item[idempotency.AttrJobID] = attrS(j.JobID)
+	if j.PayloadHash != "" {
+		item[idempotency.AttrHash] = attrS(j.PayloadHash)
+	}
+	return t.putIfAbsent(ctx, item, j.Kind, j.Key)
+}
+
+// RecordScheduled writes a scheduled record for a job waiting in the scheduler (indexed, so List
+// shows it), unless the key already has a record that has not expired: then RecordScheduled
+// leaves it alone and returns nil. One conditional PutItem.
+func (t *Table) RecordScheduled(ctx context.Context, j ScheduledJob) error {
+	at, err := t.checkJob("ScheduledJob", j.Kind, j.Key, j.JobID, j.At, j.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	item := t.newItem(j.Kind, j.Key, idempotency.StateScheduled, at, j.ExpiresAt)
+	item[idempotency.AttrJobID] = attrS(j.JobID)
+	if j.PayloadHash != "" {
+		item[idempotency.AttrHash] = attrS(j.PayloadHash)
+	}
+	if !j.RunAt.IsZero() {
+		item[attrRunAt] = attrN(unixMs(j.RunAt))
+	}
+	return t.putIfAbsent(ctx, item, j.Kind, j.Key)
+}
+
+// checkJob validates the fields RecordQueued and RecordScheduled share and returns the write
+// time (at defaulted).
+func (t *Table) checkJob(typ, kind, key, jobID string, at, expiresAt time.Time) (time.Time, error) {
+	if err := jobs.ValidateKind(kind); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s.Kind: %v", ErrInvalid, typ, err)
+	}
+	switch {
+	case key == "":
+		return time.Time{}, fmt.Errorf("%w: %s.Key is empty", ErrInvalid, typ)
+	case jobID == "":
+		return time.Time{}, fmt.Errorf("%w: %s.JobID is empty", ErrInvalid, typ)
+	}
+	if at.IsZero() {
+		at = t.now()
+	}
+	if !expiresAt.IsZero() && !expiresAt.After(at) {
+		return time.Time{}, fmt.Errorf("%w: %s.ExpiresAt %s is not after At %s", ErrInvalid, typ,
+			expiresAt.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+	}
+	return at, nil
+}
+
+// newItem returns the attributes every record written here has, with the by_status keys when
+// state is indexed.
+func (t *Table) newItem(kind, key string, state idempotency.State, at, expiresAt time.Time) map[string]types.AttributeValue {
+	pk := idempotency.ItemKey(kind, key)
+	item := map[string]types.AttributeValue{
+		idempotency.AttrPK:      attrS(pk),
+		idempotency.AttrKind:    attrS(kind),
+		idempotency.AttrKey:     attrS(key),
+		idempotency.AttrState:   attrS(string(state)),
+		idempotency.AttrRuns:    attrN(0),
+		idempotency.AttrUpdated: attrN(unixMs(at)),
+	}
+	if !expiresAt.IsZero() {
+		item[idempotency.AttrExpires] = attrN(expSeconds(expiresAt))
+	}
+	if idempotency.StatusIndexed(state) {
+		item[idempotency.AttrGSI1PK] = attrS(idempotency.StatusPartition(state, pk, t.shards))
+		item[idempotency.AttrGSI1SK] = attrN(unixMs(at))
+	}
+	return item
+}
+
+// absentOrExpired is the condition of a write that must not replace a live record.
+const absentOrExpired = "attribute_not_exists(#pk) OR #exp <= :now"
+
+func (t *Table) putIfAbsent(ctx context.Context, item map[string]types.AttributeValue, kind, key string) error {
+	_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(t.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(absentOrExpired),
+		ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // the key has a live record: the same job, further along
+	}
+	if err != nil {
+		st, _ := getS(item, idempotency.AttrState)
+		return fmt.Errorf("status: record %s %s/%s: %w", st, kind, key, err)
+	}
+	return nil
+}
+
+// maxCancelRounds bounds Cancel's read-then-write rounds when the record keeps changing.
+const maxCancelRounds = 4
+
+// Cancel marks a job key cancelled: later deliveries of the job are acknowledged without running.
+// A job running now finishes its run, but its outcome is not recorded over the cancellation (the
+// claim token is removed, so the worker's completion write is refused); a worker heartbeat then
+// fails too, which cancels a long job's context in a container.
+//
+// When the key has no record (or only an expired one), Cancel writes a new cancelled record, so
+// that a delivery still on its way is acknowledged. A record already cancelled is left as it
+// is. A succeeded record is refused with an error wrapping ErrSucceeded. The record's expiry
+// becomes at least at + Config.CancelTTL. at defaults to Config.Now(); reason is shown by Get
+// and List and may be empty.
+//
+// Cancel reads the record (strongly consistent) and writes it with a condition that it has not
+// changed since, retrying a few times if it has.
+func (t *Table) Cancel(ctx context.Context, kind, key string, at time.Time, reason string) error {
+	if err := validKindKey(kind, key); err != nil {
+		return err
+	}
+	if at.IsZero() {
+		at = t.now()
+	}
+	pk := idempotency.ItemKey(kind, key)
+	exp := expSeconds(at.Add(t.cancelTTL))
+	for range maxCancelRounds {
+		item, err := t.getItem(ctx, pk)
+		if err != nil {
+			return fmt.Errorf("status: cancel %s/%s: %w", kind, key, err)
+		}
+		var cur *Job
+		if item != nil {
+			j, err := jobFromItem(item, t.now())
+			if err != nil {
+				return err
+			}
+			if !j.Expired {
+				cur = &j
+			}
+		}
+		switch {
+		case cur == nil:
+			err = t.putCancelled(ctx, kind, key, at, reason, exp)
+		case cur.State == idempotency.StateSucceeded:
+			return fmt.Errorf("%w: %s/%s (at %s), so it cannot be cancelled", ErrSucceeded, kind, key,
+				cur.UpdatedAt.Format(time.RFC3339Nano))
+		case cur.State == idempotency.StateCancelled:
+			return nil
+		default:
+			err = t.updateCancelled(ctx, item, pk, at, reason, exp)
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			if err != nil {
+				return fmt.Errorf("status: cancel %s/%s: %w", kind, key, err)
+			}
+			return nil
+		}
+		// The record changed between the read and the write: decide again.
+	}
+	return fmt.Errorf("status: cancel %s/%s: the record kept changing (%d attempts)", kind, key, maxCancelRounds)
+}
+
+// putCancelled writes a new cancelled record where there is none, or only an expired one.
+func (t *Table) putCancelled(ctx context.Context, kind, key string, at time.Time, reason string, exp int64) error {
+	item := t.newItem(kind, key, idempotency.StateCancelled, at, time.Time{})
+	item[idempotency.AttrExpires] = attrN(exp)
+	if reason != "" {
+		item[idempotency.AttrReason] = attrS(reason)
+	}
+	_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(t.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(absentOrExpired),
+		ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
+	})
+	return err
+}
+
+// updateCancelled turns the record read as old (live, neither succeeded nor cancelled) into a
+// cancelled one, provided it has not changed since: same state, same update time, same claim
+// token.
+func (t *Table) updateCancelled(ctx context.Context, old map[string]types.AttributeValue, pk string, at time.Time, reason string, exp int64) error {
+	names := map[string]string{
+		"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#upd": idempotency.AttrUpdated,
+		"#tok": idempotency.AttrToken, "#lease": idempotency.AttrLease, "#r": idempotency.AttrReason,
+		"#g1": idempotency.AttrGSI1PK, "#g2": idempotency.AttrGSI1SK,
+	}
+	values := map[string]types.AttributeValue{
+		":c":   attrS(string(idempotency.StateCancelled)),
+		":at":  attrN(unixMs(at)),
+		":g1":  attrS(idempotency.StatusPartition(idempotency.StateCancelled, pk, t.shards)),
+		":old": old[idempotency.AttrState],
+	}
+	set := "#st = :c, #upd = :at, #g1 = :g1, #g2 = :at"
+	remove := "#tok, #lease"
+	if reason != "" {
+		values[":r"] = attrS(reason)
+		set += ", #r = :r"
+	} else {
+		remove += ", #r" // a dead record's reason would read as the cancellation's
+	}
+	// Keep the longer expiry: a record without one never expires.
+	if oldExp, ok, _ := getN(old, idempotency.AttrExpires); ok && oldExp < exp {
+		names["#exp"] = idempotency.AttrExpires
+		values[":exp"] = attrN(exp)
+		set += ", #exp = :exp"
+	}
+	cond := "attribute_exists(#pk) AND #st = :old"
+	if v, ok := old[idempotency.AttrUpdated]; ok {
+		values[":oldupd"] = v
+		cond += " AND #upd = :oldupd"
+	} else {
+		cond += " AND attribute_not_exists(#upd)"
+	}
+	if v, ok := old[idempotency.AttrToken]; ok {
+		values[":oldtok"] = v
+		cond += " AND #tok = :oldtok"
+	} else {
+		cond += " AND attribute_not_exists(#tok)"
+	}
+	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(t.table),
+		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
+		UpdateExpression:          aws.String("SET " + set + " REMOVE " + remove),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
