@@ -19,6 +19,8 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -353,6 +355,18 @@ func TestExhaustedIsDead(t *testing.T) {
 		if rec.State != idempotency.StateDead || rec.Reason != jobs.ReasonExhausted || rec.Runs != 2 {
 			t.Errorf("record = %+v", rec)
 		}
+		ds, ok := r.store.(*idempotency.DynamoDBStore)
+		if !ok {
+			return // listing by status is a DynamoDB table feature
+		}
+		st, err := status.New(status.Config{Client: emulatorDynamoDB(t), Table: ds.Table(), Now: r.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := st.List(ctx, status.ListQuery{State: idempotency.StateDead})
+		if err != nil || len(page.Jobs) != 1 || page.Jobs[0].JobID != "job-1" || page.Jobs[0].Reason != jobs.ReasonExhausted {
+			t.Errorf("List(dead) = %+v, %v", page, err)
+		}
 	})
 }
 
@@ -476,5 +490,79 @@ func TestLeaseRenewalInAContainer(t *testing.T) {
 	out := lost.deliver(context.Background(), message("m1", "job-1", "", chargeArgs{}, 1))
 	if out[0].Outcome != worker.OutcomeRetry || !errors.Is(out[0].Err, idempotency.ErrLeaseLost) || lost.mw.Stats().LeaseLostStops != 1 {
 		t.Errorf("lost lease: %+v", out[0])
+	}
+}
+
+// capturingSQS is a producer's SQS client that keeps what was sent.
+type capturingSQS struct{ bodies []string }
+
+func (c *capturingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	c.bodies = append(c.bodies, aws.ToString(in.MessageBody))
+	return &sqs.SendMessageOutput{MessageId: aws.String("msg-" + strconv.Itoa(len(c.bodies)))}, nil
+}
+
+func (c *capturingSQS) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return nil, errors.New("not used")
+}
+
+func TestQueuedByTheProducerThenRunByTheWorker(t *testing.T) {
+	t.Parallel()
+	client := emulatorDynamoDB(t)
+	store := newDynamoStore(t, client)
+	st, err := status.New(status.Config{Client: client, Table: store.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &capturingSQS{}
+	prod, err := producer.New(producer.Config{SQS: fake, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", Status: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := prod.Enqueue(ctx, chargeArgs{Order: "o-q", Amount: 7}, producer.WithKey("order-o-q"))
+	if err != nil || res.StatusErr != nil {
+		t.Fatalf("Enqueue = %+v, %v", res, err)
+	}
+	job, err := st.Get(ctx, "payment.charge", "order-o-q")
+	if err != nil || job.State != idempotency.StateQueued || job.JobID != res.ID {
+		t.Fatalf("after enqueue: %+v, %v; want queued", job, err)
+	}
+	r := newRig(t, store, 5, func(c *idempotency.MiddlewareConfig) { c.Now = time.Now })
+	msg := message("m1", res.ID, "order-o-q", chargeArgs{}, 1)
+	msg.Body = fake.bodies[0]
+	if out := r.deliver(ctx, msg); out[0].Outcome != worker.OutcomeSucceeded || r.charges.Load() != 1 {
+		t.Fatalf("delivery: %+v", out[0])
+	}
+	if job, err = st.Get(ctx, "payment.charge", "order-o-q"); err != nil || job.State != idempotency.StateSucceeded || job.Runs != 1 {
+		t.Errorf("after the run: %+v, %v", job, err)
+	}
+}
+
+func TestFIFOTailDoesNotSpendAnAttempt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, idempotency.NewMemoryStore(), 5, nil)
+	r.work = func(ctx context.Context, job *jobs.Job[chargeArgs]) error {
+		if job.Args.Order == "first" {
+			return errors.New("first fails")
+		}
+		r.charges.Add(1)
+		return nil
+	}
+	fifo := func(m events.SQSMessage) events.SQSMessage {
+		m.EventSourceARN += ".fifo"
+		m.Attributes["MessageGroupId"] = "g"
+		return m
+	}
+	ctx := context.Background()
+	out := r.deliver(ctx, fifo(message("m1", "j1", "", chargeArgs{Order: "first"}, 1)), fifo(message("m2", "j2", "", chargeArgs{Order: "tail"}, 1)))
+	if out[1].Outcome != worker.OutcomeNotRun {
+		t.Fatalf("tail: %+v", out[1])
+	}
+	if _, err := r.store.Get(ctx, "payment.charge", "j2"); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Errorf("the unrun tail has a record: %v", err)
+	}
+	out = r.deliver(ctx, fifo(message("m2", "j2", "", chargeArgs{Order: "tail"}, 2)))
+	if out[0].Outcome != worker.OutcomeSucceeded || out[0].Attempt != 1 {
+		t.Errorf("tail's next delivery: %+v, want attempt 1", out[0])
 	}
 }

@@ -39,6 +39,10 @@ func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 	}
 	s := getScratch()
 	defer putScratch(s)
+	var prepared []job // kept only to record queued jobs (Config.Status)
+	if p.status != nil {
+		prepared = make([]job, len(reqs))
+	}
 	for i := range reqs {
 		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, tp, tpMeta)
 		results[i] = Result{ID: j.id, Kind: j.kind, Key: j.key}
@@ -46,12 +50,20 @@ func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", i, j.label(), err)
 			continue
 		}
+		if prepared != nil {
+			prepared[i] = j
+		}
 		if b.n == MaxBatchEntries || b.size+j.size > MaxBatchRequestSize {
 			b.flush(ctx)
 		}
 		b.add(i, &j)
 	}
 	b.flush(ctx)
+	for i := range prepared {
+		if results[i].Err == nil && results[i].MessageID != "" {
+			results[i].StatusErr = p.recordQueued(ctx, &prepared[i])
+		}
+	}
 	if b.okCalls == 0 && b.callErr != nil {
 		return results, fmt.Errorf("producer: EnqueueBatch: no job sent: %w", b.callErr)
 	}

@@ -55,6 +55,17 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Rand returns a number in [0, 1) for the retry jitter. Defaults to math/rand/v2's Float64.
 	Rand func() float64
+	// Status, when set, records every job SQS accepted as "queued" in the job table
+	// (*status.Table implements it), so that it can be looked up before a worker picks it up.
+	// It costs one DynamoDB write per job; a failed write is reported in Result.StatusErr and
+	// does not fail the enqueue. Defaults to nil: no status write (the worker's claim creates the
+	// record).
+	Status StatusRecorder
+}
+
+// StatusRecorder records enqueued jobs as queued. *status.Table implements it.
+type StatusRecorder interface {
+	RecordEnqueued(ctx context.Context, kind, key, jobID, payloadHash string, at time.Time) error
 }
 
 // Producer enqueues jobs on one queue. Create it with New; it is safe for concurrent use.
@@ -70,6 +81,7 @@ type Producer struct {
 	retryMax   time.Duration
 	sleep      func(context.Context, time.Duration) error
 	rand       func() float64
+	status     StatusRecorder
 }
 
 // New checks cfg and returns a Producer.
@@ -95,6 +107,7 @@ func New(cfg Config) (*Producer, error) {
 		retryMax:   cfg.RetryMaxDelay,
 		sleep:      cfg.Sleep,
 		rand:       cfg.Rand,
+		status:     cfg.Status,
 	}
 	switch {
 	case p.maxRetries == 0:
@@ -171,6 +184,9 @@ type Result struct {
 	// Err is why the job was not enqueued, or nil. Validation errors wrap ErrInvalid; rejections
 	// inside a batch response are *EntryError.
 	Err error
+	// StatusErr is why the "queued" record could not be written (Config.Status), or nil. The job
+	// was enqueued all the same.
+	StatusErr error
 }
 
 // JoinErrors returns the errors of the results that failed, joined, or nil when all succeeded.
@@ -214,7 +230,26 @@ func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) 
 	}
 	res.MessageID = aws.ToString(out.MessageId)
 	res.SequenceNumber = aws.ToString(out.SequenceNumber)
+	if p.status != nil {
+		res.StatusErr = p.recordQueued(ctx, &j)
+	}
 	return res, nil
+}
+
+// recordQueued writes the job's "queued" record.
+func (p *Producer) recordQueued(ctx context.Context, j *job) error {
+	env, err := jobs.ParseEnvelope(j.body)
+	if err != nil {
+		return fmt.Errorf("producer: record %s as queued: %w", j.id, err)
+	}
+	hash, err := jobs.PayloadHash(j.kind, env.Args)
+	if err != nil {
+		return fmt.Errorf("producer: record %s as queued: %w", j.id, err)
+	}
+	if err := p.status.RecordEnqueued(ctx, j.kind, j.key, j.id, hash, p.clock()); err != nil {
+		return fmt.Errorf("producer: record %s as queued: %w", j.id, err)
+	}
+	return nil
 }
 
 // job is a validated job, ready to send.

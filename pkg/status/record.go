@@ -29,6 +29,12 @@ type QueuedJob struct {
 	ExpiresAt time.Time
 }
 
+// RecordEnqueued records a job the producer enqueued as queued (see RecordQueued), keeping the
+// record for CancelTTL. It implements producer.StatusRecorder.
+func (t *Table) RecordEnqueued(ctx context.Context, kind, key, jobID, payloadHash string, at time.Time) error {
+	return t.RecordQueued(ctx, QueuedJob{Kind: kind, Key: key, JobID: jobID, PayloadHash: payloadHash, At: at, ExpiresAt: at.Add(t.cancelTTL)})
+}
+
 // ScheduledJob is the record of a job waiting in the scheduler.
 type ScheduledJob struct {
 	// Kind, Key and JobID identify the job, as in its envelope. Required.
