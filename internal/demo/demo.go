@@ -214,7 +214,7 @@ func enqueue(ctx context.Context, client *sqs.Client, store idempotency.Store, s
 		{Args: RefundArgs{Order: "order-43"}},
 		{Args: invoice},
 	}
-	labels := []string{"succeeds", "sent again with the same key", "succeeds", "fails twice, then succeeds",
+	labels := []string{twinLabel, twinLabel, "succeeds", "fails twice, then succeeds",
 		"poison: fails every attempt", "cancels itself", "succeeds", "redelivered after a worker crashed holding it"}
 	results, err := prod.EnqueueBatch(ctx, reqs)
 	if err != nil {
@@ -252,6 +252,10 @@ func enqueue(ctx context.Context, client *sqs.Client, store idempotency.Store, s
 	}
 	return nil
 }
+
+// twinLabel names the two messages of one job sent twice with the same key: whichever arrives
+// first runs, the other is acknowledged as a duplicate.
+const twinLabel = "same job sent twice (key welcome-ada)"
 
 // tracker follows every message until it is settled: succeeded, skipped, or delivered to the DLQ.
 type tracker struct {

@@ -23,8 +23,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		outcome, reason string
 		attempts        int
 	}{
-		"succeeds":                     {worker.OutcomeSucceeded, "", 1},
-		"sent again with the same key": {worker.OutcomeSkipped, "", 1},
+		"succeeds": {worker.OutcomeSucceeded, "", 1},
 		"redelivered after a worker crashed holding it": {worker.OutcomeSucceeded, "", 2},
 		"fails twice, then succeeds":                    {worker.OutcomeSucceeded, "", 3},
 		"poison: fails every attempt":                   {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
@@ -35,7 +34,15 @@ func TestDemoEndToEnd(t *testing.T) {
 	if len(rep.Rows) != 10 {
 		t.Fatalf("rows = %d, want 10", len(rep.Rows))
 	}
+	var twins []string
 	for _, r := range rep.Rows {
+		if r.Label == twinLabel {
+			twins = append(twins, r.Outcome)
+			if r.Runs != 1 || r.Status == nil || r.Status.State != idempotency.StateSucceeded || r.Status.Runs != 1 {
+				t.Errorf("%s: ran %d times, status %+v; want one run and a succeeded record", r.Label, r.Runs, r.Status)
+			}
+			continue
+		}
 		w, ok := want[r.Label]
 		if !ok {
 			t.Errorf("unexpected row %+v", r)
@@ -70,6 +77,10 @@ func TestDemoEndToEnd(t *testing.T) {
 				t.Errorf("%s: state %s, want %s", r.Label, r.Status.State, wantState)
 			}
 		}
+	}
+	if len(twins) != 2 || !((twins[0] == worker.OutcomeSucceeded && twins[1] == worker.OutcomeSkipped) ||
+		(twins[0] == worker.OutcomeSkipped && twins[1] == worker.OutcomeSucceeded)) {
+		t.Errorf("the twins ended %v, want one succeeded and one skipped", twins)
 	}
 	if len(rep.DLQ) != 4 {
 		t.Fatalf("DLQ = %d messages, want 4", len(rep.DLQ))
