@@ -54,7 +54,7 @@ func TestUpProvisionsOnTheEmbeddedEmulator(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "embedded"} {
+	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "embedded", "table     cli-up-test-jobs\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

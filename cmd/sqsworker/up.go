@@ -15,9 +15,10 @@ func newUpCmd(g *globals) *cobra.Command {
 	var maxReceive, visibility int
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Provision a stack's queue and DLQ (with its redrive policy)",
-		Long: `up creates <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a redrive
-policy, on the endpoint given by --endpoint or AWS_ENDPOINT_URL. It is idempotent.
+		Short: "Provision a stack's queue, DLQ (with its redrive policy) and job table",
+		Long: `up creates the queues <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a
+redrive policy, and the DynamoDB job table <stack>-jobs (idempotency and status, with its
+indexes and TTL), on the endpoint given by --endpoint or AWS_ENDPOINT_URL. It is idempotent.
 Without an endpoint it starts the embedded emulator, which ends with the command; use it
 against a running emulator or LocalStack.`,
 		Example: `  AWS_ENDPOINT_URL=http://localhost:4566 sqsworker up --stack myapp
@@ -38,10 +39,15 @@ against a running emulator or LocalStack.`,
 			if err != nil {
 				return err
 			}
+			table, err := awslocal.ProvisionTable(cmd.Context(), b.DynamoDB(), g.stack)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
 			fmt.Fprintf(out, "queue     %s\n          %s\n", st.QueueURL, st.QueueARN)
 			fmt.Fprintf(out, "dlq       %s\n          %s\n", st.DLQURL, st.DLQARN)
+			fmt.Fprintf(out, "table     %s\n", table)
 			return nil
 		},
 	}
