@@ -58,3 +58,24 @@ func TestTraceParentFromContext(t *testing.T) {
 		}
 	}
 }
+
+func TestInfoContext(t *testing.T) {
+	t.Parallel()
+	type k struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), k{}, "outer"))
+	info := &jobs.Info{ID: "j1"}
+	ctx := &jobs.InfoContext{Context: parent, Info: info}
+	if got, ok := jobs.InfoFromContext(ctx); !ok || got != info {
+		t.Errorf("InfoFromContext = %v, %v", got, ok)
+	}
+	if ctx.Value(k{}) != "outer" {
+		t.Error("other values must come from the parent")
+	}
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	cancel()
+	<-child.Done() // cancellation flows through
+	if got, _ := jobs.InfoFromContext(child); got != info {
+		t.Error("children see the info")
+	}
+}

@@ -83,6 +83,22 @@ func WithInfo(ctx context.Context, info *Info) context.Context {
 	return context.WithValue(ctx, infoKey{}, info)
 }
 
+// InfoContext is a context carrying a job's Info, like [WithInfo] returns, for code that keeps it
+// inside a struct it has already allocated (the worker does, saving an allocation per job). Set
+// both fields; use a pointer to it as the context.
+type InfoContext struct {
+	context.Context
+	Info *Info
+}
+
+// Value returns Info for [InfoFromContext] and asks the parent context otherwise.
+func (c *InfoContext) Value(key any) any {
+	if _, ok := key.(infoKey); ok {
+		return c.Info
+	}
+	return c.Context.Value(key)
+}
+
 // InfoFromContext returns the job being worked, when ctx is a job's context.
 func InfoFromContext(ctx context.Context) (*Info, bool) {
 	info, ok := ctx.Value(infoKey{}).(*Info)

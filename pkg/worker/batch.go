@@ -32,6 +32,7 @@ const (
 type item struct {
 	rec      *sqsevent.Record
 	info     jobs.Info
+	ictx     jobs.InfoContext // the job's context (owned by the goroutine running it)
 	kind     *jobs.Kind
 	attempt0 int  // info.Attempt before middleware could change it
 	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
@@ -280,7 +281,8 @@ func (b *batch) closeAtDeadline() {
 func (b *batch) work(ctx context.Context, it *item) (res result) {
 	start := b.h.cfg.Now()
 	info := &it.info
-	jctx := jobs.WithInfo(ctx, info)
+	it.ictx = jobs.InfoContext{Context: ctx, Info: info}
+	var jctx context.Context = &it.ictx
 	if info.TraceParent != "" {
 		jctx = jobs.WithTraceParent(jctx, info.TraceParent) // the job's trace, over any outer one
 	}
