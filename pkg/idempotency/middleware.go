@@ -47,6 +47,9 @@ type MiddlewareConfig struct {
 	// CacheSize keeps the keys this process completed in an LRU of that many entries, so that
 	// duplicates arriving at the same container skip the store. Defaults to 0 (off).
 	CacheSize int
+	// OnFinishError, when set, is called when a job's outcome could not be recorded (metrics count
+	// it). The job's result stands: a success is acknowledged all the same. Defaults to nil.
+	OnFinishError func(ctx context.Context, job *jobs.Info, err error)
 	// Logger receives store failures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now returns the time. Defaults to time.Now.
@@ -267,6 +270,9 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 		m.stats.finishErrors.Add(1)
 		m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not record the job's outcome", "job_id", job.ID, "kind", job.Kind,
 			"key", job.Key, "state", f.State, "error", err)
+		if m.cfg.OnFinishError != nil {
+			m.cfg.OnFinishError(ctx, job, err)
+		}
 	}
 }
 

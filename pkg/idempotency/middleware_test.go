@@ -566,3 +566,22 @@ func TestFIFOTailDoesNotSpendAnAttempt(t *testing.T) {
 		t.Errorf("tail's next delivery: %+v, want attempt 1", out[0])
 	}
 }
+
+// finishFailingStore records claims but cannot record outcomes.
+type finishFailingStore struct{ idempotency.Store }
+
+func (finishFailingStore) Finish(context.Context, idempotency.Finish) error {
+	return errors.New("ThrottlingException")
+}
+
+func TestFailedCompletionStillAcknowledges(t *testing.T) {
+	t.Parallel()
+	var hooked atomic.Int64
+	r := newRig(t, finishFailingStore{idempotency.NewMemoryStore()}, 5, func(c *idempotency.MiddlewareConfig) {
+		c.OnFinishError = func(context.Context, *jobs.Info, error) { hooked.Add(1) }
+	})
+	out := r.deliver(context.Background(), message("m1", "job-1", "", chargeArgs{}, 1))
+	if out[0].Outcome != worker.OutcomeSucceeded || out[0].Failed || r.mw.Stats().FinishErrors != 1 || hooked.Load() != 1 {
+		t.Errorf("outcome %+v, finish errors %d, hook %d: want acknowledged, counted, reported", out[0], r.mw.Stats().FinishErrors, hooked.Load())
+	}
+}
