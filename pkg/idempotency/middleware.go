@@ -167,14 +167,14 @@ func (m *Middleware) Stats() Stats {
 func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context.Context) error) error {
 	now := m.cfg.Now()
 	ik := ItemKey(job.Kind, job.Key)
-	if m.cache != nil && m.cache.contains(ik, now) {
-		m.stats.cacheHits.Add(1)
-		m.stats.duplicates.Add(1)
-		return fmt.Errorf("%w: job key %q already succeeded in this process", jobs.ErrSkipped, job.Key)
-	}
 	hash, err := jobs.PayloadHash(job.Kind, job.RawArgs)
 	if err != nil {
 		return jobs.DeadLetter(jobs.ReasonMalformed, err)
+	}
+	if m.cache != nil && m.cache.contains(ik, hash, now) {
+		m.stats.cacheHits.Add(1)
+		m.stats.duplicates.Add(1)
+		return fmt.Errorf("%w: job key %q already succeeded in this process", jobs.ErrSkipped, job.Key)
 	}
 	token := m.cfg.NewToken()
 	lease, renew := m.lease(ctx, now)
@@ -203,15 +203,31 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	if renew {
 		runCtx, stopRenew = m.renewWhileRunning(ctx, job, token)
 	}
-	workErr := next(runCtx)
+	workErr := m.run(runCtx, job, token, next, stopRenew)
 	if stopRenew != nil {
 		stopRenew()
 	}
 	m.finish(ctx, job, token, workErr)
 	if workErr == nil && m.cache != nil {
-		m.cache.add(ik, m.cfg.Now().Add(m.succeededTTL(job.Kind)))
+		m.cache.add(ik, hash, m.cfg.Now().Add(m.succeededTTL(job.Kind)))
 	}
 	return workErr
+}
+
+// run calls next. If the job panics, the renewal stops and the failure is recorded before the
+// panic goes on to the worker (which turns it into the item's failure), so that the claim does
+// not stay "running" and keep the job from ever running again.
+func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next func(context.Context) error, stopRenew func()) error {
+	defer func() {
+		if v := recover(); v != nil {
+			if stopRenew != nil {
+				stopRenew()
+			}
+			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v))
+			panic(v)
+		}
+	}()
+	return next(ctx)
 }
 
 // lease returns the claim's end, and whether it must be renewed (no deadline).
@@ -330,6 +346,7 @@ func (m *Middleware) renewWhileRunning(ctx context.Context, job *jobs.Info, toke
 		defer wg.Done()
 		t := time.NewTicker(m.cfg.Lease / 3)
 		defer t.Stop()
+		failures := 0
 		for {
 			select {
 			case <-done:
@@ -340,6 +357,13 @@ func (m *Middleware) renewWhileRunning(ctx context.Context, job *jobs.Info, toke
 				err := m.cfg.Store.Renew(runCtx, job.Kind, job.Key, token, m.cfg.Now().Add(m.cfg.Lease))
 				if err == nil {
 					m.stats.renewals.Add(1)
+					failures = 0
+					continue
+				}
+				// A transient store error is retried at the next tick (the lease still has a third
+				// of its length left); a lost lease, or a second failure in a row, stops the job.
+				if failures++; !errors.Is(err, ErrLeaseLost) && failures < 2 {
+					m.cfg.Logger.WarnContext(ctx, "sqsworker: lease renewal failed; retrying", "job_id", job.ID, "error", err)
 					continue
 				}
 				m.stats.leaseLost.Add(1)
@@ -362,19 +386,21 @@ type lru struct {
 }
 
 type lruEntry struct {
-	key     string
-	expires time.Time
+	key, hash string
+	expires   time.Time
 }
 
 func newLRU(size int) *lru {
 	return &lru{size: size, order: list.New(), byKey: make(map[string]*list.Element, size)}
 }
 
-func (c *lru) contains(key string, now time.Time) bool {
+// contains reports whether key completed with the same payload hash and has not expired. A
+// different hash is not a hit: the store decides (payload_mismatch).
+func (c *lru) contains(key, hash string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byKey[key]
-	if !ok {
+	if !ok || el.Value.(*lruEntry).hash != hash {
 		return false
 	}
 	if !now.Before(el.Value.(*lruEntry).expires) {
@@ -386,15 +412,16 @@ func (c *lru) contains(key string, now time.Time) bool {
 	return true
 }
 
-func (c *lru) add(key string, expires time.Time) {
+func (c *lru) add(key, hash string, expires time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {
-		el.Value.(*lruEntry).expires = expires
+		e := el.Value.(*lruEntry)
+		e.hash, e.expires = hash, expires
 		c.order.MoveToFront(el)
 		return
 	}
-	c.byKey[key] = c.order.PushFront(&lruEntry{key: key, expires: expires})
+	c.byKey[key] = c.order.PushFront(&lruEntry{key: key, hash: hash, expires: expires})
 	if c.order.Len() > c.size {
 		last := c.order.Back()
 		c.order.Remove(last)

@@ -585,3 +585,43 @@ func TestFailedCompletionStillAcknowledges(t *testing.T) {
 		t.Errorf("outcome %+v, finish errors %d, hook %d: want acknowledged, counted, reported", out[0], r.mw.Stats().FinishErrors, hooked.Load())
 	}
 }
+
+func TestLRUDoesNotHideAPayloadMismatch(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, idempotency.NewMemoryStore(), 5, func(c *idempotency.MiddlewareConfig) { c.CacheSize = 10 })
+	ctx := context.Background()
+	r.deliver(ctx, message("m1", "job-1", "order-1", chargeArgs{Order: "1", Amount: 10}, 1))
+	out := r.deliver(ctx, message("m2", "job-2", "order-1", chargeArgs{Order: "1", Amount: 99}, 1))
+	if out[0].Outcome != worker.OutcomeDeadLettered || out[0].Reason != jobs.ReasonPayloadMismatch {
+		t.Errorf("same key, other args, cached: %+v; want payload_mismatch", out[0])
+	}
+}
+
+func TestPanicReleasesTheClaim(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, idempotency.NewMemoryStore(), 5, func(c *idempotency.MiddlewareConfig) { c.Lease = 3 * time.Second; c.Now = time.Now })
+	panics := true
+	r.work = func(ctx context.Context, job *jobs.Job[chargeArgs]) error {
+		if panics {
+			panic("boom")
+		}
+		r.charges.Add(1)
+		return nil
+	}
+	ctx := context.Background() // no deadline: a container, with lease renewal
+	out := r.deliver(ctx, message("m1", "job-1", "", chargeArgs{}, 1))
+	if out[0].Outcome != worker.OutcomeRetry {
+		t.Fatalf("panic: %+v", out[0])
+	}
+	rec, err := r.store.Get(ctx, "payment.charge", "job-1")
+	if err != nil || rec.State != idempotency.StateRetrying || rec.LastError != "job panicked: boom" {
+		t.Fatalf("record after the panic: %+v, %v; want retrying with the panic", rec, err)
+	}
+	panics = false
+	if out := r.deliver(ctx, message("m1", "job-1", "", chargeArgs{}, 2)); out[0].Outcome != worker.OutcomeSucceeded || out[0].Attempt != 2 {
+		t.Errorf("next delivery: %+v, want it to run (attempt 2)", out[0])
+	}
+	if n := r.mw.Stats().LeaseRenewals; n != 0 {
+		t.Errorf("renewals after the jobs ended: %d", n)
+	}
+}

@@ -119,8 +119,9 @@ func (e *DeferError) Error() string {
 func (e *DeferError) Unwrap() error { return e.Err }
 
 // Defer returns an error that reports the job as not run: its message comes back after d and the
-// attempt does not count (with a store that counts runs). Middleware returns it instead of
-// calling the worker. A negative d is treated as 0.
+// attempt does not count. Middleware returns it instead of calling the worker, and must sit
+// outside (before) the idempotency middleware: a Defer returned inside a claim (by a worker or an
+// inner middleware) is recorded as a failed run, which does count. A negative d is treated as 0.
 func Defer(d time.Duration, err error) error {
 	if d < 0 {
 		d = 0

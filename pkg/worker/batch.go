@@ -58,6 +58,9 @@ func (it *item) final() *result {
 	if it.state.Load() == stateDone {
 		return &it.res
 	}
+	if it.late == nil { // cannot happen after closeAtDeadline; never report success by accident
+		it.late = &result{outcome: OutcomeNotRun, act: actRetry}
+	}
 	return it.late
 }
 
@@ -69,6 +72,9 @@ type batch struct {
 	sourceARN string
 	invoked   time.Time // when the handler was invoked
 	workEnd   time.Time // no job starts after it (zero: no deadline)
+	// sendCtx bounds the SQS calls (inline FIFO sends and settling): until shortly before the
+	// invocation's deadline, later than workEnd so a send is not cut off while SQS accepts it.
+	sendCtx context.Context
 }
 
 // handle runs a batch and returns the message ids to report as failed.
@@ -92,6 +98,12 @@ func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
 		if it.prepared && !b.fifo {
 			it.state.Store(stateDone) // settled in bulk; FIFO groups settle them in order
 		}
+	}
+	b.sendCtx = ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		b.sendCtx, cancel = context.WithDeadline(ctx, dl.Add(-h.cfg.DeadlineMargin/4))
+		defer cancel()
 	}
 	b.run(ctx)
 	return b.settle(ctx)
@@ -198,8 +210,10 @@ func (b *batch) run(ctx context.Context) {
 	case <-done:
 	case <-timer.C:
 		cancel()
-		b.closeAtDeadline()
 	}
+	// Whatever is still pending (a goroutine saw the deadline first) or running is settled as
+	// not run or abandoned; a no-op when everything finished.
+	b.closeAtDeadline()
 }
 
 // tasks groups the runnable items: one task per item, or per message group on a FIFO source
@@ -255,7 +269,7 @@ func (b *batch) runTask(ctx context.Context, task []int32) {
 		default:
 			it.res = b.work(ctx, it)
 		}
-		if b.fifo && !stopped && !b.settleInline(ctx, it) {
+		if b.fifo && !stopped && !b.settleInline(b.sendCtx, it) {
 			stopped = true
 		}
 		if !it.state.CompareAndSwap(stateRunning, stateDone) {
@@ -271,7 +285,8 @@ func (b *batch) closeAtDeadline() {
 		if it.state.CompareAndSwap(statePending, stateSkipped) {
 			it.late = &result{outcome: OutcomeNotRun, act: actRetry}
 		} else if it.state.CompareAndSwap(stateRunning, stateAbandoned) {
-			it.late = &result{outcome: OutcomeAbandoned, act: actRetry, visibility: b.h.cfg.AbandonGrace,
+			it.late = &result{outcome: OutcomeAbandoned, act: actRetry,
+				visibility: min(b.h.cfg.AbandonGrace, b.capFor(it.rec, b.h.cfg.Now())),
 				err: context.DeadlineExceeded}
 		}
 	}

@@ -47,7 +47,8 @@ type Config struct {
 	// 60 seconds.
 	AbandonGrace time.Duration
 	// VisibilityMargin is kept below SQS's 12-hour visibility limit (counted from the receive,
-	// which may precede the invocation by the batching window). Defaults to 5 minutes.
+	// which may precede the invocation by the batching window, up to 5 minutes). Defaults to 10
+	// minutes; at least 6.
 	VisibilityMargin time.Duration
 
 	// Middleware wraps every job, outermost first. Idempotency, status and metrics plug in here.
@@ -78,7 +79,7 @@ const (
 	DefaultConcurrency      = 10
 	DefaultDeadlineMargin   = 2 * time.Second
 	DefaultAbandonGrace     = 60 * time.Second
-	DefaultVisibilityMargin = 5 * time.Minute
+	DefaultVisibilityMargin = 10 * time.Minute
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -112,6 +113,9 @@ func (c *Config) setDefaults() error {
 		if ch.value == 0 {
 			*ch.field = ch.def
 		}
+	}
+	if c.VisibilityMargin < 6*time.Minute {
+		return fmt.Errorf("%w: VisibilityMargin %s is below 6m (Lambda's batching window is up to 5 minutes)", ErrConfig, c.VisibilityMargin)
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("%w: Concurrency %d must not be negative", ErrConfig, c.Concurrency)

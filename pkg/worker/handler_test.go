@@ -721,3 +721,39 @@ func TestFairQueueGroupsOnStandardQueueAreNotFIFO(t *testing.T) {
 		t.Errorf("DLQ entries = %+v, want one without FIFO fields", dlq)
 	}
 }
+
+// A clock that runs ahead of the timer: the pool sees the deadline before the timer fires, so
+// the batch finishes with items still pending. They must be reported failed, not lost.
+func TestDeadlineSeenByThePoolBeforeTheTimer(t *testing.T) {
+	t.Parallel()
+	s := newTestHandler(t, func(c *Config) {
+		c.Concurrency = 1
+		c.DeadlineMargin = time.Second
+		c.Now = func() time.Time { return time.Now().Add(1200 * time.Millisecond) }
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(2*time.Second))
+	defer cancel()
+	failed := handle(t, s, ctx, msg("1", testArgs{Do: "ok"}), msg("2", testArgs{Do: "ok"}))
+	if !equal(failed, []string{"1", "2"}) || len(s.rec.ranIDs()) != 0 {
+		t.Errorf("failed = %v, ran %v; want both reported failed without running", failed, s.rec.ranIDs())
+	}
+}
+
+func TestDeadLetterKeepsTraceHeaderAndFairQueueGroup(t *testing.T) {
+	t.Parallel()
+	s := newTestHandler(t, nil)
+	handle(t, s, context.Background(), msg("1", testArgs{Do: "cancel"}, func(_ *jobs.Envelope, m *events.SQSMessage) {
+		m.Attributes["AWSTraceHeader"] = "Root=1-5759e988-bd862e3fe1be46a994272793"
+		m.Attributes["MessageGroupId"] = "tenant-7"
+	}))
+	dlq := s.sqs.sentTo(testDLQURL)
+	if len(dlq) != 1 {
+		t.Fatalf("DLQ = %+v", dlq)
+	}
+	if got := aws.ToString(dlq[0].MessageSystemAttributes["AWSTraceHeader"].StringValue); got != "Root=1-5759e988-bd862e3fe1be46a994272793" {
+		t.Errorf("AWSTraceHeader = %q", got)
+	}
+	if got := aws.ToString(dlq[0].MessageGroupId); got != "tenant-7" || dlq[0].MessageDeduplicationId != nil {
+		t.Errorf("group %q dedup %v: want the fair-queue group and no FIFO dedup id", got, dlq[0].MessageDeduplicationId)
+	}
+}

@@ -45,12 +45,7 @@ type Failure struct {
 
 // settle performs the SQS calls the results need and returns the ids of the failed items.
 func (b *batch) settle(ctx context.Context) []string {
-	sctx := ctx
-	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithDeadline(ctx, dl.Add(-b.h.cfg.DeadlineMargin/4))
-		defer cancel()
-	}
+	sctx := b.sendCtx
 	var dead, resend, visible []*item
 	for i := range b.items {
 		it := &b.items[i]
@@ -235,6 +230,14 @@ func (b *batch) entry(it *item, r *result, toDLQ bool) (sqstypes.SendMessageBatc
 	if len(attrs) > 0 {
 		e.MessageAttributes = attrs
 	}
+	if rec.AWSTraceHeader != "" {
+		e.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{
+			string(sqstypes.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(rec.AWSTraceHeader)},
+		}
+	}
+	if !b.fifo && rec.MessageGroupID != "" {
+		e.MessageGroupId = aws.String(rec.MessageGroupID) // a fair queue's tenant
+	}
 	if b.fifo {
 		e.MessageGroupId = aws.String(groupOrDefault(rec.MessageGroupID))
 		if toDLQ {
@@ -350,7 +353,7 @@ func (b *batch) changeVisibility(ctx context.Context, items []*item) {
 			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
 				Id:                aws.String(strconv.Itoa(i)),
 				ReceiptHandle:     aws.String(it.rec.ReceiptHandle),
-				VisibilityTimeout: int32(ceilSeconds(it.final().visibility)),
+				VisibilityTimeout: int32(visibilitySeconds(it.final().visibility, b.capFor(it.rec, b.h.cfg.Now()))),
 			}
 		}
 		out, err := b.h.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
@@ -374,6 +377,11 @@ func ceilSeconds(d time.Duration) int64 {
 	}
 	s := int64(math.Ceil(d.Seconds()))
 	return min(s, int64(jobs.MaxVisibility/time.Second))
+}
+
+// visibilitySeconds rounds d up to whole seconds, but never above the cap (rounded down).
+func visibilitySeconds(d, capVis time.Duration) int64 {
+	return min(ceilSeconds(d), int64(capVis/time.Second))
 }
 
 // parallel calls fn(0..n-1) with at most settleCallsInFly at once.
