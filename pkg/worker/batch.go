@@ -287,7 +287,7 @@ func (b *batch) closeAtDeadline() {
 		} else if it.state.CompareAndSwap(stateRunning, stateAbandoned) {
 			it.late = &result{outcome: OutcomeAbandoned, act: actRetry,
 				visibility: min(b.h.cfg.AbandonGrace, b.capFor(it.rec, b.h.cfg.Now())),
-				err: context.DeadlineExceeded}
+				err:        context.DeadlineExceeded}
 		}
 	}
 }
