@@ -1,5 +1,6 @@
 // Command sqsworker runs and operates sqsworker job systems: `sqsworker demo` runs the whole
-// system end to end on the embedded emulator; `sqsworker up` provisions a stack's queues.
+// system end to end on the embedded emulator; `sqsworker up` provisions a stack's queues and job
+// table; `enqueue`, `status`, `jobs` and `dlq` operate a stack's jobs, on an emulator or on AWS.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -32,6 +34,7 @@ type globals struct {
 	endpoint string
 	region   string
 	stack    string
+	output   string
 }
 
 func main() {
@@ -43,12 +46,22 @@ func main() {
 
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWithInput(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runWithInput is run with the standard input given (enqueue reads ARGS_JSON "-" from it).
+func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
+	root.SetIn(stdin)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
+	if strings.HasPrefix(err.Error(), "unknown command ") {
+		err = &usageError{err} // cobra's, for a mistyped command name
+	}
+	err = explain(err)
 	fmt.Fprintf(stderr, "sqsworker: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -63,7 +76,7 @@ func commandPath(root *cobra.Command, args []string) string {
 	if err != nil || cmd == root {
 		return ""
 	}
-	return cmd.Name()
+	return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -74,10 +87,16 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: `sqsworker turns Amazon SQS and AWS Lambda into a background-job system: typed jobs,
 retries with backoff, dead-lettering with the reason, and partial batch failures.
 
-This command runs the demo and operates queues, on the embedded emulator by default
-or on any endpoint (--endpoint or AWS_ENDPOINT_URL).`,
+This command runs the demo and provisions stacks (demo, up: on the embedded emulator by
+default), and operates a stack's jobs (enqueue, status, jobs, dlq: on AWS by default). Every
+command takes another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an
+emulator. Read commands print tables, or one JSON document with --output json.
+
+Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		Example: `  sqsworker demo                 # the whole system end to end, in-process
-  sqsworker up --stack myapp     # provision myapp-jobs and myapp-jobs-dlq`,
+  sqsworker up --stack myapp     # provision myapp-jobs and myapp-jobs-dlq
+  sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
+  sqsworker jobs --status dead --stack myapp --output json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -85,17 +104,57 @@ or on any endpoint (--endpoint or AWS_ENDPOINT_URL).`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator)")
-	pf.StringVar(&g.region, "region", "", "AWS region (default: AWS_REGION, else us-east-1)")
+	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator for demo and up, AWS itself for the others)")
+	pf.StringVar(&g.region, "region", "", "AWS region (default: AWS_REGION, else the AWS profile's; us-east-1 on an endpoint)")
 	pf.StringVar(&g.stack, "stack", "", "stack name the resource names derive from")
-	root.AddCommand(newDemoCmd(g), newUpCmd(g))
+	pf.StringVarP(&g.output, "output", "o", outputTable, "output format of read commands: table or json (one JSON document, for scripts)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.output != outputTable && g.output != outputJSON {
+			return &usageError{fmt.Errorf("--output %q: want table or json", g.output)}
+		}
+		return nil
+	}
+	root.AddCommand(newDemoCmd(g), newUpCmd(g),
+		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g))
 	return root
 }
 
-// exactArgs is cobra.ExactArgs with a usage error.
+// stackName returns --stack, or a usage error naming the command when it is missing or is not
+// a stack name.
+func (g *globals) stackName(cmd *cobra.Command) (string, error) {
+	name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	if g.stack == "" {
+		return "", &usageError{fmt.Errorf("%s needs --stack NAME (the name given to `sqsworker up`)", name)}
+	}
+	if len(g.stack) > 60 || strings.IndexFunc(g.stack, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		return "", &usageError{fmt.Errorf("--stack %q: a stack name is 1-60 characters of letters, digits, '-' and '_'", g.stack)}
+	}
+	return g.stack, nil
+}
+
+// json reports whether --output json was asked for.
+func (g *globals) json() bool { return g.output == outputJSON }
+
+// noArgs is cobra.NoArgs with a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		return &usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.Name(), args)}
 	}
 	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the arguments, such as "JOB".
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		if len(args) < len(names) {
+			return &usageError{fmt.Errorf("%s needs %s, missing %s", path, strings.Join(names, " "), strings.Join(names[len(args):], " "))}
+		}
+		return &usageError{fmt.Errorf("%s takes %s, got %d arguments: %q", path, strings.Join(names, " "), len(args), args)}
+	}
 }

@@ -18,6 +18,43 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"extra argument", []string{"demo", "extra"}, `demo takes no arguments, got ["extra"]`},
 		{"up without stack", []string{"up"}, "up needs --stack NAME"},
 		{"bad flag value", []string{"demo", "--timeout", "soon"}, `invalid argument "soon"`},
+		{"unknown command", []string{"nope"}, `unknown command "nope"`},
+		{"bad output", []string{"jobs", "--status", "dead", "--stack", "s", "--output", "yaml"}, `--output "yaml": want table or json`},
+		{"bad stack name", []string{"status", "j", "--stack", "my app"}, `--stack "my app": a stack name is 1-60 characters`},
+		{"bad endpoint", []string{"status", "j", "--stack", "s", "--endpoint", "localhost"}, `--endpoint "localhost" is not a URL`},
+
+		{"enqueue without stack", []string{"enqueue", "a.b", "{}"}, "enqueue needs --stack NAME"},
+		{"enqueue without args", []string{"enqueue", "a.b", "--stack", "s"}, "enqueue needs KIND ARGS_JSON, missing ARGS_JSON"},
+		{"enqueue extra argument", []string{"enqueue", "a.b", "{}", "x", "--stack", "s"}, "enqueue takes KIND ARGS_JSON, got 3 arguments"},
+		{"enqueue bad kind", []string{"enqueue", "Email", "{}", "--stack", "s"}, `KIND: kind "Email": character 'E' at 0 is not allowed`},
+		{"enqueue args not JSON", []string{"enqueue", "a.b", "{to:1}", "--stack", "s"}, "ARGS_JSON is not valid JSON: invalid character 't'"},
+		{"enqueue args an array", []string{"enqueue", "a.b", "[1]", "--stack", "s"}, "ARGS_JSON is a JSON array: want a JSON object"},
+		{"enqueue args empty", []string{"enqueue", "a.b", " ", "--stack", "s"}, "ARGS_JSON is empty"},
+		{"enqueue negative delay", []string{"enqueue", "a.b", "{}", "--delay", "-1s", "--stack", "s"}, "--delay -1s is negative"},
+		{"enqueue bad delay", []string{"enqueue", "a.b", "{}", "--delay", "soon", "--stack", "s"}, `invalid argument "soon" for "--delay"`},
+		{"enqueue max attempts 0", []string{"enqueue", "a.b", "{}", "--max-attempts", "0", "--stack", "s"}, "--max-attempts 0: must be at least 1"},
+
+		{"status without stack", []string{"status", "j"}, "status needs --stack NAME"},
+		{"status without job", []string{"status", "--stack", "s"}, "status needs JOB"},
+		{"status bad kind", []string{"status", "Email/k", "--stack", "s"}, `JOB "Email/k": KIND/KEY: kind "Email"`},
+		{"status empty key", []string{"status", "email.send/", "--stack", "s"}, "KIND/KEY: the key is empty"},
+
+		{"jobs without stack", []string{"jobs", "--status", "dead"}, "jobs needs --stack NAME"},
+		{"jobs without status", []string{"jobs", "--stack", "s"}, "jobs needs --status dead|retrying|scheduled|cancelled"},
+		{"jobs unindexed status", []string{"jobs", "--status", "succeeded", "--stack", "s"}, `--status "succeeded": want dead, retrying, scheduled, cancelled`},
+		{"jobs bad limit", []string{"jobs", "--status", "dead", "--limit", "0", "--stack", "s"}, "--limit 0: want 1-1000"},
+		{"jobs bad kind", []string{"jobs", "--status", "dead", "--kind", "A", "--stack", "s"}, `--kind: kind "A"`},
+		{"jobs argument", []string{"jobs", "dead", "--stack", "s"}, `jobs takes no arguments, got ["dead"]`},
+
+		{"dlq without command", []string{"dlq", "--stack", "s"}, "dlq needs a command: list, show, redrive or purge"},
+		{"dlq unknown command", []string{"dlq", "peek", "--stack", "s"}, `unknown dlq command "peek"`},
+		{"dlq list without stack", []string{"dlq", "list"}, "dlq list needs --stack NAME"},
+		{"dlq list bad max", []string{"dlq", "list", "--max", "11", "--stack", "s"}, "--max 11: want 1-10"},
+		{"dlq show without job", []string{"dlq", "show", "--stack", "s"}, "dlq show needs JOB_ID"},
+		{"dlq redrive empty job", []string{"dlq", "redrive", "--job", "", "--stack", "s"}, "--job is empty"},
+		{"dlq redrive argument", []string{"dlq", "redrive", "all", "--stack", "s"}, "redrive takes no arguments"},
+		{"dlq purge without confirm", []string{"dlq", "purge", "--stack", "myapp"}, "dlq purge needs --confirm QUEUE_NAME, the name of the dead-letter queue (myapp-jobs-dlq, or myapp-jobs-dlq.fifo"},
+		{"dlq purge without stack", []string{"dlq", "purge", "--confirm", "x"}, "dlq purge needs --stack NAME"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,12 +73,15 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"up", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"up", "--help"}, {"enqueue", "--help"},
+		{"status", "--help"}, {"jobs", "--help"}, {"dlq", "--help"}, {"dlq", "list", "--help"}, {"dlq", "show", "--help"},
+		{"dlq", "redrive", "--help"}, {"dlq", "purge", "--help"}} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, &out, &errOut); code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
 		}
-		if !strings.Contains(out.String(), "Examples:") {
+		_, examples, ok := strings.Cut(out.String(), "Examples:\n")
+		if !ok || !strings.Contains(examples, "sqsworker "+strings.Join(args[:len(args)-1], " ")) {
 			t.Errorf("%v: help has no examples:\n%s", args, out.String())
 		}
 	}

@@ -92,7 +92,9 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
 	switch kind {
 	case Embedded:
+		kumoMu.Lock() // the emulator's constructor wires process-wide state: not safe concurrently
 		srv := kumo.NewServer()
+		kumoMu.Unlock()
 		b.URL, b.close = srv.URL, srv.Close
 	case LocalStack:
 		url, stop, err := startLocalStack(ctx)
@@ -155,6 +157,8 @@ func (b *Backend) Close() {
 		b.close()
 	}
 }
+
+var kumoMu sync.Mutex
 
 var (
 	sharedOnce sync.Once

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+)
+
+// awsClients are the clients a stack command uses, for one endpoint.
+type awsClients struct {
+	// where names the endpoint in messages: its URL, or "AWS (<region>)".
+	where string
+	// local reports whether the endpoint is an emulator or another non-AWS endpoint (what
+	// `sqsworker up` provisions), so that hints may suggest it.
+	local bool
+	sqs   *sqs.Client
+	ddb   *dynamodb.Client
+}
+
+// connect returns clients for --endpoint (else AWS_ENDPOINT_URL), or for AWS itself with the
+// default credential chain when neither is set. Unlike `up` and `demo`, the stack commands never
+// start the embedded emulator: it would be empty, since its state ends with the process.
+func connect(ctx context.Context, g *globals) (*awsClients, error) {
+	endpoint := g.endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	}
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, &usageError{fmt.Errorf("--endpoint %q is not a URL (want one such as http://localhost:4566)", endpoint)}
+		}
+		b, err := awslocal.Start(ctx, awslocal.Options{Backend: awslocal.Endpoint, Endpoint: endpoint, Region: g.region})
+		if err != nil {
+			return nil, err
+		}
+		// Emulators send no DynamoDB CRC32 header: do not validate it there (the SDK would warn
+		// on every call). AWS endpoints keep the check.
+		local := !strings.HasSuffix(u.Hostname(), ".amazonaws.com")
+		return &awsClients{
+			where: endpoint,
+			local: local,
+			sqs:   sqs.NewFromConfig(b.Config),
+			ddb: dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
+				o.DisableValidateResponseChecksum = local
+			}),
+		}, nil
+	}
+	cfg, err := awslocal.NewConfig(ctx, "", g.region, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("no AWS region: pass --region, or set AWS_REGION or a region in your AWS profile")
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil, fmt.Errorf("no AWS credentials found (%v)\n"+
+			"  configure them (aws configure, aws sso login, AWS_PROFILE or AWS_ACCESS_KEY_ID), or pass --endpoint for an emulator",
+			firstLine(err.Error()))
+	}
+	return &awsClients{
+		where: "AWS (" + cfg.Region + ")",
+		sqs:   sqs.NewFromConfig(cfg),
+		ddb:   dynamodb.NewFromConfig(cfg),
+	}, nil
+}
+
+// needs says which of a stack's resources a command uses.
+type needs uint8
+
+const (
+	needQueue needs = 1 << iota
+	needDLQ
+	needTable
+	// optTable resolves the table when it exists and leaves stackRefs.Table empty otherwise.
+	optTable
+)
+
+// stackRefs are the resources of one stack a command works on.
+type stackRefs struct {
+	Name string
+	FIFO bool
+	// Queue and DLQ are the job queue and its dead-letter queue (name and URL; empty when not
+	// asked for).
+	QueueName, QueueURL string
+	DLQName, DLQURL     string
+	// Table is the job table's name (empty when not asked for, or optional and absent).
+	Table string
+}
+
+// resolveStack finds a stack's resources by the names `sqsworker up` gives them
+// (awslocal.QueueName, DLQName and TableName): the stack is FIFO when fifo is set or when
+// "<stack>-jobs.fifo" exists. A missing resource is an error naming it and the command that
+// creates it.
+//
+// The CDK stack will publish its resources as CloudFormation outputs; a reader of those outputs
+// replaces this function then, with the same result type, so that stacks named otherwise work
+// too. Nothing else in the CLI derives resource names.
+func resolveStack(ctx context.Context, c *awsClients, stack string, fifo bool, n needs) (*stackRefs, error) {
+	refs := &stackRefs{Name: stack, FIFO: fifo}
+	if n&(needQueue|needDLQ) != 0 {
+		if !fifo {
+			// A FIFO stack is recognised by its queue; a standard one is the default.
+			switch _, err := queueURL(ctx, c, awslocal.QueueName(stack, true)); {
+			case err == nil:
+				refs.FIFO = true
+			case !errors.Is(err, errNoQueue):
+				return nil, err
+			}
+		}
+		refs.QueueName = awslocal.QueueName(stack, refs.FIFO)
+		refs.DLQName = awslocal.DLQName(stack, refs.FIFO)
+	}
+	if n&needQueue != 0 {
+		u, err := queueURL(ctx, c, refs.QueueName)
+		if err != nil {
+			return nil, c.missing(err, "queue "+refs.QueueName, stack, refs.FIFO)
+		}
+		refs.QueueURL = u
+	}
+	if n&needDLQ != 0 {
+		u, err := queueURL(ctx, c, refs.DLQName)
+		if err != nil {
+			return nil, c.missing(err, "dead-letter queue "+refs.DLQName, stack, refs.FIFO)
+		}
+		refs.DLQURL = u
+	}
+	if n&(needTable|optTable) != 0 {
+		name := awslocal.TableName(stack)
+		_, err := c.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		var nf *ddbtypes.ResourceNotFoundException
+		switch {
+		case err == nil:
+			refs.Table = name
+		case errors.As(err, &nf) && n&needTable == 0:
+		case errors.As(err, &nf):
+			return nil, c.missing(errNoTable, "job table "+name, stack, refs.FIFO)
+		default:
+			return nil, fmt.Errorf("describe table %s: %w", name, err)
+		}
+	}
+	return refs, nil
+}
+
+var (
+	errNoQueue = errors.New("queue does not exist")
+	errNoTable = errors.New("table does not exist")
+)
+
+// queueURL looks a queue up by name; errNoQueue when it does not exist.
+func queueURL(ctx context.Context, c *awsClients, name string) (string, error) {
+	out, err := c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		var qe *sqstypes.QueueDoesNotExist
+		if errors.As(err, &qe) || apiErrorCode(err) == "AWS.SimpleQueueService.NonExistentQueue" {
+			return "", errNoQueue
+		}
+		return "", fmt.Errorf("look up queue %s: %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// missing explains a missing resource, or passes another error on.
+func (c *awsClients) missing(err error, what, stack string, fifo bool) error {
+	if !errors.Is(err, errNoQueue) && !errors.Is(err, errNoTable) {
+		return err
+	}
+	up := "sqsworker up --stack " + stack
+	if fifo {
+		up += " --fifo"
+	}
+	if c.local {
+		up += " --endpoint " + c.where
+	}
+	return fmt.Errorf("%s not found on %s: is the stack name right? Create the stack with `%s`", what, c.where, up)
+}
+
+// apiErrorCode returns the error code of an AWS API error in err's chain, or "".
+func apiErrorCode(err error) string {
+	var ae interface{ ErrorCode() string }
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// explain turns the errors every AWS call may meet into messages that say what to do: an
+// endpoint that cannot be reached, credentials AWS rejects. Other errors pass unchanged.
+func explain(err error) error {
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) {
+		return err
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		target := ""
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			if u, perr := url.Parse(uerr.URL); perr == nil {
+				target = " " + u.Scheme + "://" + u.Host
+			}
+		}
+		return fmt.Errorf("cannot reach the AWS endpoint%s: %v\n"+
+			"  is the emulator running? Check --endpoint and AWS_ENDPOINT_URL", target, op.Err)
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Errorf("cannot reach the AWS endpoint: %v\n  check --endpoint, AWS_ENDPOINT_URL and --region", dns)
+	}
+	switch apiErrorCode(err) {
+	case "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
+		"InvalidSignatureException", "SignatureDoesNotMatch", "IncompleteSignature", "MissingAuthenticationToken":
+		return fmt.Errorf("AWS rejected the credentials: %v\n  refresh or configure them (aws sso login, AWS_PROFILE), or pass --endpoint for an emulator", err)
+	case "AccessDenied", "AccessDeniedException":
+		return fmt.Errorf("access denied: %v\n  the credentials lack a permission this command needs", err)
+	}
+	return err
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/status"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+func newDLQCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect, redrive and purge a stack's dead-letter queue",
+		Long: `dlq works on the stack's dead-letter queue <stack>-jobs-dlq: the jobs the worker gave up on
+(each with its reason in the sqsworker.failure message attribute) and the messages SQS moved
+there after maxReceiveCount receives.
+
+  list      peek at up to 10 dead letters, without removing them
+  show      one job's dead letter: its reason, error, attributes and body
+  redrive   move every dead letter, or one job's, back to the job queue
+  purge     delete every dead letter`,
+		Example: `  sqsworker dlq list --stack myapp
+  sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker dlq redrive --stack myapp
+  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{fmt.Errorf("unknown dlq command %q: want list, show, redrive or purge", args[0])}
+			}
+			return &usageError{errors.New("dlq needs a command: list, show, redrive or purge")}
+		},
+	}
+	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQRedriveCmd(g), newDLQPurgeCmd(g))
+	return cmd
+}
+
+// openDLQ resolves the stack's queues (and its table, when it has one) and returns its DLQ.
+func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool) (*dlq.DLQ, *stackRefs, error) {
+	stack, err := g.stackName(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := connect(ctx, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	refs, err := resolveStack(ctx, c, stack, fifo, needQueue|needDLQ|optTable)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
+	if refs.Table != "" {
+		t, err := status.New(status.Config{Client: c.ddb, Table: refs.Table})
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Status = t
+	}
+	d, err := dlq.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, refs, nil
+}
+
+// dlqError explains the dlq package's errors: bad arguments are usage errors.
+func dlqError(err error, refs *stackRefs, jobID string) error {
+	switch {
+	case errors.Is(err, dlq.ErrNotFound):
+		return fmt.Errorf("no job %q in the dead-letter queue %s", jobID, refs.DLQName)
+	case errors.Is(err, dlq.ErrInvalid), errors.Is(err, dlq.ErrConfirm):
+		return &usageError{err}
+	}
+	return err
+}
+
+// dlqMessageJSON is a dead letter in JSON output: every key is always present.
+type dlqMessageJSON struct {
+	MessageID    string            `json:"message_id"`
+	JobID        string            `json:"job_id"`
+	Kind         string            `json:"kind"`
+	Reason       string            `json:"reason"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	FailedAt     jsonTime          `json:"failed_at"`
+	SentAt       jsonTime          `json:"sent_at"`
+	ReceiveCount int               `json:"receive_count"`
+	SourceQueue  string            `json:"source_queue"`
+	Failure      *worker.Failure   `json:"failure"`
+	Attributes   map[string]string `json:"attributes"`
+	Body         string            `json:"body"`
+}
+
+func toDLQMessageJSON(m dlq.Message) dlqMessageJSON {
+	out := dlqMessageJSON{
+		MessageID: m.MessageID, JobID: m.JobID, Kind: m.Kind, Reason: m.Reason, Attempts: m.Attempts,
+		FailedAt: jsonTime(m.FailedAt), SentAt: jsonTime(m.SentAt), ReceiveCount: m.ReceiveCount,
+		Failure: m.Failure, Attributes: m.Attributes, Body: m.Body,
+	}
+	if m.Failure != nil {
+		out.Error, out.SourceQueue = m.Failure.Error, m.Failure.SourceQueue
+	}
+	if out.Attributes == nil {
+		out.Attributes = map[string]string{}
+	}
+	return out
+}
+
+// dlqListJSON is dlq list's --output json document.
+type dlqListJSON struct {
+	Queue    string           `json:"queue"`
+	Messages []dlqMessageJSON `json:"messages"`
+}
+
+func newDLQListCmd(g *globals) *cobra.Command {
+	var max int
+	var fifo bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Peek at up to 10 dead letters without removing them",
+		Long: `list receives up to --max dead letters from <stack>-jobs-dlq and makes them visible again at
+once, and shows each one's job, reason, attempts, failure time and error. A peek counts as a
+receive (it raises the message's ApproximateReceiveCount), and SQS returns a sample of the
+queue, not necessarily the oldest messages.`,
+		Example: `  sqsworker dlq list --stack myapp
+  sqsworker dlq list --stack myapp --max 3 --output json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if max < 1 || max > 10 {
+				return &usageError{fmt.Errorf("--max %d: want 1-10 (SQS returns at most 10 messages per receive)", max)}
+			}
+			ctx := cmd.Context()
+			d, refs, err := openDLQ(ctx, g, cmd, fifo)
+			if err != nil {
+				return err
+			}
+			msgs, err := d.Peek(ctx, max)
+			if err != nil {
+				return dlqError(err, refs, "")
+			}
+			// SQS returns a sample in no order: show the oldest first.
+			sort.SliceStable(msgs, func(a, b int) bool {
+				if !msgs[a].SentAt.Equal(msgs[b].SentAt) {
+					return msgs[a].SentAt.Before(msgs[b].SentAt)
+				}
+				if msgs[a].JobID != msgs[b].JobID {
+					return msgs[a].JobID < msgs[b].JobID
+				}
+				return msgs[a].MessageID < msgs[b].MessageID
+			})
+			out := cmd.OutOrStdout()
+			if g.json() {
+				doc := dlqListJSON{Queue: refs.DLQName, Messages: make([]dlqMessageJSON, 0, len(msgs))}
+				for _, m := range msgs {
+					doc.Messages = append(doc.Messages, toDLQMessageJSON(m))
+				}
+				return writeJSON(out, doc)
+			}
+			if len(msgs) == 0 {
+				fmt.Fprintf(out, "no dead letters in %s\n", refs.DLQName)
+				return nil
+			}
+			tw := newTable(out)
+			fmt.Fprintln(tw, "JOB ID\tKIND\tREASON\tATTEMPTS\tFAILED AT\tERROR")
+			for _, m := range msgs {
+				errText := ""
+				if m.Failure != nil {
+					errText = m.Failure.Error
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(m.JobID), orDash(m.Kind), orDash(m.Reason), m.Attempts,
+					showTime(m.FailedAt), orDash(oneLine(errText, 60)))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\n%s peeked from %s; 'sqsworker dlq show JOB_ID' shows one in full\n", plural(len(msgs), "message"), refs.DLQName)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&max, "max", 10, "the most dead letters to show, 1-10")
+	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	return cmd
+}
+
+func newDLQShowCmd(g *globals) *cobra.Command {
+	var fifo bool
+	cmd := &cobra.Command{
+		Use:   "show JOB_ID",
+		Short: "Show one job's dead letter: reason, error, attributes and body",
+		Long: `show finds the dead letter of the job JOB_ID in <stack>-jobs-dlq (by scanning the queue, each
+message made visible again at once) and shows its reason, attempts, times, full error, message
+attributes and body.`,
+		Example: `  sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp --output json | jq -r .body`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return &usageError{errors.New("JOB_ID is empty")}
+			}
+			ctx := cmd.Context()
+			d, refs, err := openDLQ(ctx, g, cmd, fifo)
+			if err != nil {
+				return err
+			}
+			m, err := d.Show(ctx, args[0])
+			if err != nil {
+				return dlqError(err, refs, args[0])
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), toDLQMessageJSON(m))
+			}
+			return printDeadLetter(cmd.OutOrStdout(), m)
+		},
+	}
+	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	return cmd
+}
+
+// printDeadLetter prints one dead letter as "field value" lines, then its body.
+func printDeadLetter(w io.Writer, m dlq.Message) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "job id\t%s\n", orDash(m.JobID))
+	fmt.Fprintf(tw, "kind\t%s\n", orDash(m.Kind))
+	fmt.Fprintf(tw, "reason\t%s\n", orDash(m.Reason))
+	fmt.Fprintf(tw, "attempts\t%d\n", m.Attempts)
+	fmt.Fprintf(tw, "failed at\t%s\n", showTime(m.FailedAt))
+	fmt.Fprintf(tw, "sent at\t%s\n", showTime(m.SentAt))
+	fmt.Fprintf(tw, "receives\t%d\n", m.ReceiveCount)
+	fmt.Fprintf(tw, "message id\t%s\n", m.MessageID)
+	errText, source := "", ""
+	if m.Failure != nil {
+		errText, source = m.Failure.Error, m.Failure.SourceQueue
+	}
+	fmt.Fprintf(tw, "source queue\t%s\n", orDash(source))
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(errText, "\t", "    "), "\n"), "\n")
+	fmt.Fprintf(tw, "error\t%s\n", orDash(lines[0]))
+	for _, l := range lines[1:] {
+		fmt.Fprintf(tw, "\t%s\n", l)
+	}
+	names := make([]string, 0, len(m.Attributes))
+	for name := range m.Attributes {
+		if name != worker.FailureAttribute { // shown above, decoded
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	label := "attributes"
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "%s\t-\n", label)
+	}
+	for _, name := range names {
+		fmt.Fprintf(tw, "%s\t%s=%s\n", label, name, oneLine(m.Attributes[name], 80))
+		label = ""
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	body := []byte(m.Body)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, body, "  ", "  ") == nil {
+		body = pretty.Bytes()
+	}
+	_, err := fmt.Fprintf(w, "body\n  %s\n", body)
+	return err
+}
+
+// redriveJSON is dlq redrive's --output json document.
+type redriveJSON struct {
+	// JobID is the redriven job (--job), "" for a redrive of the whole queue.
+	JobID      string `json:"job_id"`
+	Method     string `json:"method"`
+	Moved      int    `json:"moved"`
+	TaskHandle string `json:"task_handle"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+}
+
+func newDLQRedriveCmd(g *globals) *cobra.Command {
+	var (
+		jobID      string
+		keep, fifo bool
+	)
+	cmd := &cobra.Command{
+		Use:   "redrive",
+		Short: "Move dead letters back to the job queue",
+		Long: `redrive moves every dead letter of <stack>-jobs-dlq back to <stack>-jobs, or with --job only
+that job's. The job's record in the job table is reset first, so that the job runs again with
+a fresh attempt budget; --keep-attempts keeps the attempts it has spent instead.
+
+A redrive of the whole queue uses SQS's StartMessageMoveTask where the backend has it (it
+runs on in the background: the command prints its task handle), and otherwise receives,
+re-sends and deletes the messages itself, showing its progress on a terminal.`,
+		Example: `  sqsworker dlq redrive --stack myapp
+  sqsworker dlq redrive --job 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker dlq redrive --stack myapp --keep-attempts --output json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("job") && strings.TrimSpace(jobID) == "" {
+				return &usageError{errors.New("--job is empty: want a job id")}
+			}
+			ctx := cmd.Context()
+			d, refs, err := openDLQ(ctx, g, cmd, fifo)
+			if err != nil {
+				return err
+			}
+			doc := redriveJSON{JobID: jobID, From: refs.DLQName, To: refs.QueueName}
+			if jobID != "" {
+				if err := d.RedriveJob(ctx, jobID, keep); err != nil {
+					return dlqError(err, refs, jobID)
+				}
+				doc.Method, doc.Moved = dlq.MethodFallback, 1
+			} else {
+				p := newProgress(cmd.ErrOrStderr(), "redrive "+refs.DLQName+" → "+refs.QueueName, isTerminal(cmd.ErrOrStderr()))
+				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, Progress: p.update})
+				p.done()
+				if err != nil {
+					return dlqError(err, refs, "")
+				}
+				doc.Method, doc.Moved, doc.TaskHandle = res.Method, res.Moved, res.TaskHandle
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case g.json():
+				return writeJSON(out, doc)
+			case jobID != "":
+				fmt.Fprintf(out, "redrove job %s from %s to %s\n", jobID, doc.From, doc.To)
+			case doc.Method == dlq.MethodMoveTask:
+				fmt.Fprintf(out, "started a message move task from %s to %s; it runs on in the background\ntask handle  %s\n",
+					doc.From, doc.To, doc.TaskHandle)
+			default:
+				fmt.Fprintf(out, "redrove %s from %s to %s\n", plural(doc.Moved, "message"), doc.From, doc.To)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&jobID, "job", "", "redrive only this job's dead letter")
+	f.BoolVar(&keep, "keep-attempts", false, "keep the attempts the jobs have spent (default: a fresh attempt budget)")
+	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	return cmd
+}
+
+func newDLQPurgeCmd(g *globals) *cobra.Command {
+	var confirm string
+	var fifo bool
+	cmd := &cobra.Command{
+		Use:   "purge --confirm QUEUE_NAME",
+		Short: "Delete every dead letter (asks for the DLQ's name)",
+		Long: `purge deletes every message of <stack>-jobs-dlq, for good. To guard against a slip, it runs
+only when --confirm repeats the dead-letter queue's name. SQS allows one purge per queue
+every 60 seconds, and the deletion may take up to 60 seconds to finish.`,
+		Example: `  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp
+  sqsworker dlq purge --confirm myapp-jobs-dlq.fifo --stack myapp`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stack, err := g.stackName(cmd)
+			if err != nil {
+				return err
+			}
+			if confirm == "" {
+				return &usageError{fmt.Errorf("dlq purge needs --confirm QUEUE_NAME, the name of the dead-letter queue (%s, or %s for a FIFO stack)",
+					awslocal.DLQName(stack, false), awslocal.DLQName(stack, true))}
+			}
+			ctx := cmd.Context()
+			d, refs, err := openDLQ(ctx, g, cmd, fifo)
+			if err != nil {
+				return err
+			}
+			if confirm != refs.DLQName {
+				return &usageError{fmt.Errorf("--confirm %q is not the dead-letter queue's name %q: nothing was purged", confirm, refs.DLQName)}
+			}
+			if err := d.Purge(ctx, confirm); err != nil {
+				return dlqError(err, refs, "")
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"purged": refs.DLQName})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "purged %s\n", refs.DLQName)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&confirm, "confirm", "", "the dead-letter queue's name, to confirm the purge (required)")
+	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	return cmd
+}

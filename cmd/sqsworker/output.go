@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/status"
+)
+
+// Output formats (--output).
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// newTable returns a tabwriter for aligned columns; Flush it.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// jsonTime is a time in JSON documents: RFC 3339 in UTC with milliseconds (the envelope's
+// layout), or null when zero.
+type jsonTime time.Time
+
+func (t jsonTime) MarshalJSON() ([]byte, error) {
+	tt := time.Time(t)
+	if tt.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + tt.UTC().Format(jobs.TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (any RFC 3339 time, or null).
+func (t *jsonTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = jsonTime{}
+		return nil
+	}
+	var tt time.Time
+	if err := json.Unmarshal(b, &tt); err != nil {
+		return err
+	}
+	*t = jsonTime(tt)
+	return nil
+}
+
+// showTime formats a time for tables (fixed width), "-" when zero.
+func showTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(jobs.TimeLayout)
+}
+
+// orDash returns s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine keeps the first line of s, at most n runes, marking a cut with "…".
+func oneLine(s string, n int) string {
+	cut := false
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s, cut = s[:i], true
+	}
+	s = strings.ReplaceAll(s, "\t", " ")
+	if utf8.RuneCountInString(s) > n {
+		r := []rune(s)
+		s, cut = string(r[:n-1]), true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// jobJSON is a job record in JSON output (status, jobs): every key is always present.
+type jobJSON struct {
+	JobID          string   `json:"job_id"`
+	Kind           string   `json:"kind"`
+	Key            string   `json:"key"`
+	State          string   `json:"state"`
+	Runs           int      `json:"runs"`
+	Reason         string   `json:"reason"`
+	LastError      string   `json:"last_error"`
+	FirstAttemptAt jsonTime `json:"first_attempt_at"`
+	LastAttemptAt  jsonTime `json:"last_attempt_at"`
+	UpdatedAt      jsonTime `json:"updated_at"`
+	LeaseUntil     jsonTime `json:"lease_until"`
+	RunAt          jsonTime `json:"run_at"`
+	ExpiresAt      jsonTime `json:"expires_at"`
+	Expired        bool     `json:"expired"`
+}
+
+func toJobJSON(j status.Job) jobJSON {
+	out := jobJSON{
+		JobID: j.JobID, Kind: j.Kind, Key: j.Key, State: string(j.State), Runs: j.Runs,
+		Reason: j.Reason, LastError: j.LastError,
+		FirstAttemptAt: jsonTime(j.FirstAttemptAt), LastAttemptAt: jsonTime(j.LastAttemptAt),
+		UpdatedAt: jsonTime(j.UpdatedAt), RunAt: jsonTime(j.RunAt), ExpiresAt: jsonTime(j.ExpiresAt),
+		Expired: j.Expired,
+	}
+	if j.State == idempotency.StateRunning {
+		out.LeaseUntil = jsonTime(j.LeaseUntil)
+	}
+	return out
+}
+
+// colours paints states on a terminal. Every code has the same length, so that tabwriter (which
+// counts the escape bytes) still aligns a column whose cells are all painted.
+type colours struct{ on bool }
+
+const colourReset = "\x1b[0m"
+
+// colourFor returns the colours of stdout: on only for a terminal, and not when NO_COLOR is set
+// (https://no-color.org).
+func colourFor(w io.Writer) colours {
+	return colours{on: isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"}
+}
+
+// state paints a state name (or a header cell, in the default colour).
+func (c colours) state(s string) string {
+	if !c.on {
+		return s
+	}
+	code := "\x1b[39m" // default
+	switch idempotency.State(s) {
+	case idempotency.StateSucceeded:
+		code = "\x1b[32m" // green
+	case idempotency.StateRetrying, idempotency.StateRunning:
+		code = "\x1b[33m" // yellow
+	case idempotency.StateDead:
+		code = "\x1b[31m" // red
+	case idempotency.StateScheduled, idempotency.StateQueued:
+		code = "\x1b[36m" // cyan
+	case idempotency.StateCancelled:
+		code = "\x1b[35m" // magenta
+	}
+	return code + s + colourReset
+}
+
+// isTerminal reports whether w is a character device (a terminal), without a dependency.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// plural returns "1 job" or "2 jobs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

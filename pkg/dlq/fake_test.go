@@ -1,0 +1,269 @@
+package dlq_test
+
+// An in-memory SQS for what the emulator cannot do: move tasks, refused entries, exact rates.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+)
+
+const (
+	fakeSource = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+	fakeDLQ    = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-dlq"
+)
+
+func fakeARN(queueURL string) string {
+	return "arn:aws:sqs:us-east-1:123456789012:" + dlq.QueueName(queueURL)
+}
+
+// apiError is an AWS API error as the SDK reports it.
+type apiError struct{ code, msg string }
+
+func (e *apiError) Error() string        { return "api error " + e.code + ": " + e.msg }
+func (e *apiError) ErrorCode() string    { return e.code }
+func (e *apiError) ErrorMessage() string { return e.msg }
+
+type fakeMsg struct {
+	id, body, handle string
+	attrs            map[string]sqstypes.MessageAttributeValue
+	sys              map[string]string
+	hidden           bool
+}
+
+// fakeSQS keeps queues in memory. A received message stays hidden until its visibility is set to
+// 0 or it is deleted (time does not pass).
+type fakeSQS struct {
+	mu      sync.Mutex
+	queues  map[string][]*fakeMsg
+	seq     int
+	listErr error // ListMessageMoveTasks' answer
+	moveErr error // StartMessageMoveTask's answer
+	sendErr error // SendMessageBatch's answer
+	refuse  func(body string) bool
+	moves   []*sqs.StartMessageMoveTaskInput
+	lists   int
+	sent    []sqstypes.SendMessageBatchRequestEntry // every entry the job queue accepted
+}
+
+func newFakeSQS() *fakeSQS { return &fakeSQS{queues: map[string][]*fakeMsg{}} }
+
+func (f *fakeSQS) put(queueURL, body string, attrs map[string]sqstypes.MessageAttributeValue, sys map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	f.queues[queueURL] = append(f.queues[queueURL], &fakeMsg{id: "m" + strconv.Itoa(f.seq), body: body, attrs: attrs, sys: sys})
+}
+
+// count returns the visible and hidden messages of a queue.
+func (f *fakeSQS) count(queueURL string) (visible, hidden int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.queues[queueURL] {
+		if m.hidden {
+			hidden++
+		} else {
+			visible++
+		}
+	}
+	return visible, hidden
+}
+
+func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &sqs.ReceiveMessageOutput{}
+	for _, m := range f.queues[aws.ToString(in.QueueUrl)] {
+		if m.hidden || len(out.Messages) == int(in.MaxNumberOfMessages) {
+			continue
+		}
+		f.seq++
+		m.handle, m.hidden = "h"+strconv.Itoa(f.seq), in.VisibilityTimeout > 0
+		out.Messages = append(out.Messages, sqstypes.Message{
+			MessageId: aws.String(m.id), ReceiptHandle: aws.String(m.handle), Body: aws.String(m.body),
+			MessageAttributes: m.attrs, Attributes: m.sys,
+		})
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) find(queueURL, handle string) *fakeMsg {
+	for _, m := range f.queues[queueURL] {
+		if m.handle == handle {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		m := f.find(aws.ToString(in.QueueUrl), aws.ToString(e.ReceiptHandle))
+		if m == nil {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid")})
+			continue
+		}
+		m.hidden = e.VisibilityTimeout > 0
+		out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sendErr != nil {
+		return nil, f.sendErr
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		if f.refuse != nil && f.refuse(aws.ToString(e.MessageBody)) {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidMessageContents"), Message: aws.String("refused")})
+			continue
+		}
+		f.seq++
+		f.queues[aws.ToString(in.QueueUrl)] = append(f.queues[aws.ToString(in.QueueUrl)],
+			&fakeMsg{id: "m" + strconv.Itoa(f.seq), body: aws.ToString(e.MessageBody), attrs: e.MessageAttributes})
+		f.sent = append(f.sent, e)
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &sqs.DeleteMessageBatchOutput{}
+	url := aws.ToString(in.QueueUrl)
+	for _, e := range in.Entries {
+		m := f.find(url, aws.ToString(e.ReceiptHandle))
+		if m == nil {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid")})
+			continue
+		}
+		q := f.queues[url]
+		for i := range q {
+			if q[i] == m {
+				f.queues[url] = append(q[:i:i], q[i+1:]...)
+				break
+			}
+		}
+		out.Successful = append(out.Successful, sqstypes.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	url := aws.ToString(in.QueueUrl)
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		"QueueArn":                    fakeARN(url),
+		"ApproximateNumberOfMessages": strconv.Itoa(len(f.queues[url])),
+	}}, nil
+}
+
+func (f *fakeSQS) StartMessageMoveTask(_ context.Context, in *sqs.StartMessageMoveTaskInput, _ ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moves = append(f.moves, in)
+	if f.moveErr != nil {
+		return nil, f.moveErr
+	}
+	return &sqs.StartMessageMoveTaskOutput{TaskHandle: aws.String("task-1")}, nil
+}
+
+func (f *fakeSQS) ListMessageMoveTasks(context.Context, *sqs.ListMessageMoveTasksInput, ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return &sqs.ListMessageMoveTasksOutput{}, nil
+}
+
+func (f *fakeSQS) PurgeQueue(_ context.Context, in *sqs.PurgeQueueInput, _ ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.queues, aws.ToString(in.QueueUrl))
+	return &sqs.PurgeQueueOutput{}, nil
+}
+
+// fakeResetter records ResetForRedrive calls.
+type fakeResetter struct {
+	mu    sync.Mutex
+	calls []string // "kind/key keep=<bool>"
+	err   error
+}
+
+func (r *fakeResetter) ResetForRedrive(_ context.Context, kind, key string, keepRuns bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("%s/%s keep=%v", kind, key, keepRuns))
+	return r.err
+}
+
+func (r *fakeResetter) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls...)
+}
+
+// fakeClock is a Now and Sleep pair in which only Sleep moves time.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sleeps = append(c.sleeps, d)
+	c.now = c.now.Add(d)
+	return ctx.Err()
+}
+
+// seedFake puts jobs from..to-1 in the fake DLQ with their failure attribute and a tenant.
+func seedFake(f *fakeSQS, from, to int, sys func(i int) map[string]string) {
+	for i := from; i < to; i++ {
+		env := envelope(i)
+		attrs := failureAttr(env)
+		attrs["tenant"] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("acme")}
+		var s map[string]string
+		if sys != nil {
+			s = sys(i)
+		}
+		f.put(fakeDLQ, body(env), attrs, s)
+	}
+}
+
+func newFakeDLQ(f *fakeSQS, mutate func(*dlq.Config)) (*dlq.DLQ, error) {
+	cfg := dlq.Config{SQS: f, DLQURL: fakeDLQ, SourceURL: fakeSource, RatePerSecond: 1 << 20}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return dlq.New(cfg)
+}
+
+func unsupportedErr(code string) error {
+	return fmt.Errorf("operation error SQS: StartMessageMoveTask: %w", &apiError{code: code, msg: "The action is not valid"})
+}
