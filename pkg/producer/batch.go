@@ -50,6 +50,10 @@ func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", i, j.label(), err)
 			continue
 		}
+		if j.scheduled {
+			p.schedule(ctx, &j, &results[i])
+			continue
+		}
 		if prepared != nil {
 			prepared[i] = j
 		}

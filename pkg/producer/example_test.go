@@ -103,5 +103,5 @@ func ExampleProducer_EnqueueBatch() {
 	// Output:
 	// job 0: enqueued
 	// job 1: enqueued
-	// job 2: producer: job 2 (email.send): delay 2h0m0s is longer than SQS's 15-minute maximum (DelaySeconds 0-900); longer delays need the scheduler (EventBridge Scheduler), which this version does not support yet
+	// job 2: producer: job 2 (email.send): delay 2h0m0s is longer than SQS's 15-minute maximum (DelaySeconds 0-900): longer delays go through EventBridge Scheduler: set producer.Config.Scheduler
 }

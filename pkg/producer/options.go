@@ -18,6 +18,8 @@ type options struct {
 
 	delay    time.Duration
 	delaySet bool
+	runAt    time.Time
+	runAtSet bool
 
 	maxAttempts    int
 	maxAttemptsSet bool
@@ -42,12 +44,19 @@ func WithKey(key string) Option {
 	return func(o *options) { o.key, o.keySet = key, true }
 }
 
-// WithDelay delays the job's first delivery by d, with SQS DelaySeconds: 0 to 15 minutes on
-// standard queues, rounded up to whole seconds. A longer delay, or any delay above 0 on a FIFO
-// queue, is rejected with ErrNeedsScheduler for now. Without it (or with 0), the queue's default
-// delay applies.
+// WithDelay delays the job's first delivery by d: up to 15 minutes with SQS DelaySeconds on
+// standard queues (rounded up to whole seconds); longer, or any delay on a FIFO queue, through a
+// one-time EventBridge Scheduler schedule (Config.Scheduler; without one such a delay is rejected
+// with ErrNeedsScheduler). The scheduler fires within a minute of the time. Without it (or with
+// 0), the queue's default delay applies. WithRunAt and WithDelay override each other.
 func WithDelay(d time.Duration) Option {
-	return func(o *options) { o.delay, o.delaySet = d, true }
+	return func(o *options) { o.delay, o.delaySet, o.runAtSet = d, true, false }
+}
+
+// WithRunAt delivers the job at t (not before): a delay of t minus now, as WithDelay. A time in
+// the past is an error.
+func WithRunAt(t time.Time) Option {
+	return func(o *options) { o.runAt, o.runAtSet, o.delaySet = t, true, false }
 }
 
 // WithMaxAttempts overrides the kind's MaxAttempts for this job (envelope "max_attempts"). n

@@ -55,6 +55,10 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Rand returns a number in [0, 1) for the retry jitter. Defaults to math/rand/v2's Float64.
 	Rand func() float64
+	// Scheduler, when set, delivers jobs delayed beyond 15 minutes (and any delayed job on a FIFO
+	// queue) through a one-time EventBridge Scheduler schedule; *schedule.Client implements it.
+	// Defaults to nil: such delays are rejected with ErrNeedsScheduler.
+	Scheduler JobScheduler
 	// Status, when set, records every job SQS accepted as "queued" in the job table
 	// (*status.Table implements it), so that it can be looked up before a worker picks it up.
 	// It costs one DynamoDB write per job; a failed write is reported in Result.StatusErr and
@@ -63,9 +67,27 @@ type Config struct {
 	Status StatusRecorder
 }
 
-// StatusRecorder records enqueued jobs as queued. *status.Table implements it.
+// StatusRecorder records enqueued jobs as queued, and scheduled jobs as scheduled.
+// *status.Table implements it.
 type StatusRecorder interface {
 	RecordEnqueued(ctx context.Context, kind, key, jobID, payloadHash string, at time.Time) error
+	RecordScheduledJob(ctx context.Context, kind, key, jobID, payloadHash string, runAt, at time.Time) error
+}
+
+// JobScheduler creates and deletes one-time schedules for delayed jobs. *schedule.Client
+// implements it.
+type JobScheduler interface {
+	// ScheduleJob makes the scheduler send env to the queue at runAt (groupID: the FIFO message
+	// group). Scheduling the same job id twice is not an error. It returns the schedule's name.
+	ScheduleJob(ctx context.Context, env jobs.Envelope, runAt time.Time, groupID string) (string, error)
+	// CancelJob deletes the job's schedule; a schedule already gone is not an error.
+	CancelJob(ctx context.Context, jobID string) error
+}
+
+// Canceller marks a job cancelled, so deliveries of it are acknowledged without running.
+// *status.Table implements it.
+type Canceller interface {
+	Cancel(ctx context.Context, kind, key string, at time.Time, reason string) error
 }
 
 // Producer enqueues jobs on one queue. Create it with New; it is safe for concurrent use.
@@ -82,6 +104,7 @@ type Producer struct {
 	sleep      func(context.Context, time.Duration) error
 	rand       func() float64
 	status     StatusRecorder
+	scheduler  JobScheduler
 }
 
 // New checks cfg and returns a Producer.
@@ -108,6 +131,7 @@ func New(cfg Config) (*Producer, error) {
 		sleep:      cfg.Sleep,
 		rand:       cfg.Rand,
 		status:     cfg.Status,
+		scheduler:  cfg.Scheduler,
 	}
 	switch {
 	case p.maxRetries == 0:
@@ -184,9 +208,13 @@ type Result struct {
 	// Err is why the job was not enqueued, or nil. Validation errors wrap ErrInvalid; rejections
 	// inside a batch response are *EntryError.
 	Err error
-	// StatusErr is why the "queued" record could not be written (Config.Status), or nil. The job
-	// was enqueued all the same.
+	// StatusErr is why the "queued" or "scheduled" record could not be written (Config.Status),
+	// or nil. The job was enqueued all the same.
 	StatusErr error
+	// Schedule is the one-time schedule's name when the job was delayed through the scheduler
+	// (MessageID is then empty: the message is sent when the schedule fires), and RunAt its time.
+	Schedule string
+	RunAt    time.Time
 }
 
 // JoinErrors returns the errors of the results that failed, joined, or nil when all succeeded.
@@ -209,6 +237,10 @@ func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) 
 	res := Result{ID: j.id, Kind: j.kind, Key: j.key}
 	if err != nil {
 		res.Err = fmt.Errorf("producer: enqueue %s: %w", j.label(), err)
+		return res, res.Err
+	}
+	if j.scheduled {
+		p.schedule(ctx, &j, &res)
 		return res, res.Err
 	}
 	in := &sqs.SendMessageInput{
@@ -236,6 +268,72 @@ func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) 
 	return res, nil
 }
 
+// EnqueueAt enqueues a job to run at t (see WithRunAt).
+func (p *Producer) EnqueueAt(ctx context.Context, args jobs.Args, t time.Time, opts ...Option) (Result, error) {
+	return p.Enqueue(ctx, args, append(opts[:len(opts):len(opts)], WithRunAt(t))...)
+}
+
+// EnqueueIn enqueues a job to run after d (see WithDelay).
+func (p *Producer) EnqueueIn(ctx context.Context, args jobs.Args, d time.Duration, opts ...Option) (Result, error) {
+	return p.Enqueue(ctx, args, append(opts[:len(opts):len(opts)], WithDelay(d))...)
+}
+
+// Cancel cancels a job: it deletes its schedule, if it was delayed through the scheduler, and
+// marks it cancelled in the job table (Config.Status must then implement Canceller), so that a
+// copy already sent is acknowledged without running. key is the job's key ("" for its id). A
+// job already running finishes its run; a job that already succeeded cannot be cancelled.
+func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
+	if err := jobs.ValidateKind(kind); err != nil {
+		return invalid("cancel: %v", err)
+	}
+	if jobID == "" {
+		return invalid("cancel %s: the job id is empty", kind)
+	}
+	if key == "" {
+		key = jobID
+	}
+	if p.scheduler != nil {
+		if err := p.scheduler.CancelJob(ctx, jobID); err != nil {
+			return fmt.Errorf("producer: cancel %s %s: delete its schedule: %w", kind, jobID, err)
+		}
+	}
+	c, ok := p.status.(Canceller)
+	if !ok {
+		if p.scheduler == nil {
+			return errors.New("producer: Cancel needs Config.Scheduler or a Config.Status that can cancel (*status.Table)")
+		}
+		return nil
+	}
+	if err := c.Cancel(ctx, kind, key, p.clock(), "cancelled by the producer"); err != nil {
+		return fmt.Errorf("producer: cancel %s %s: %w", kind, jobID, err)
+	}
+	return nil
+}
+
+// schedule hands a delayed job to the scheduler.
+func (p *Producer) schedule(ctx context.Context, j *job, res *Result) {
+	env, err := jobs.ParseEnvelope(j.body)
+	if err != nil {
+		res.Err = fmt.Errorf("producer: schedule %s: %w", j.label(), err)
+		return
+	}
+	name, err := p.scheduler.ScheduleJob(ctx, env, j.runAt, j.group)
+	if err != nil {
+		res.Err = fmt.Errorf("producer: schedule %s (id %s): %w", j.label(), j.id, err)
+		return
+	}
+	res.Schedule, res.RunAt = name, j.runAt
+	if p.status != nil {
+		hash, err := jobs.PayloadHash(j.kind, env.Args)
+		if err == nil {
+			err = p.status.RecordScheduledJob(ctx, j.kind, j.key, j.id, hash, j.runAt, p.clock())
+		}
+		if err != nil {
+			res.StatusErr = fmt.Errorf("producer: record %s as scheduled: %w", j.id, err)
+		}
+	}
+}
+
 // recordQueued writes the job's "queued" record.
 func (p *Producer) recordQueued(ctx context.Context, j *job) error {
 	env, err := jobs.ParseEnvelope(j.body)
@@ -258,6 +356,8 @@ type job struct {
 	body          string
 	size          int // body + attributes, as SQS counts them
 	delay         int32
+	scheduled     bool      // delayed through the scheduler, to run at runAt
+	runAt         time.Time // when scheduled
 	group, dedup  string
 	attrs         map[string]types.MessageAttributeValue
 }
@@ -324,9 +424,22 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string,
 	if o.maxAttemptsSet && o.maxAttempts < 1 {
 		return j, invalid("max attempts %d: must be at least 1", o.maxAttempts)
 	}
+	if o.runAtSet {
+		d := o.runAt.Sub(p.clock())
+		if d <= 0 {
+			return j, invalid("run time %s is not in the future", o.runAt.UTC().Format(time.RFC3339))
+		}
+		o.delay, o.delaySet = d, true
+	}
 	if o.delaySet {
-		if j.delay, err = delaySeconds(o.delay, p.fifo); err != nil {
+		if j.delay, j.scheduled, err = delaySeconds(o.delay, p.fifo, p.scheduler != nil); err != nil {
 			return j, err
+		}
+		if j.scheduled {
+			j.runAt = p.clock().Add(o.delay)
+			if o.runAtSet {
+				j.runAt = o.runAt
+			}
 		}
 	}
 	if o.keySet {

@@ -228,17 +228,22 @@ func validText(s string) (int, bool) {
 	return 0, true
 }
 
-// delaySeconds checks a delay and converts it to whole seconds, rounding up.
-func delaySeconds(d time.Duration, fifo bool) (int32, error) {
+// delaySeconds checks a delay and converts it to whole seconds, rounding up. scheduled reports
+// a delay SQS cannot express (beyond 15 minutes, or any on a FIFO queue): it needs a one-time
+// schedule, and canSchedule says whether the producer has a scheduler.
+func delaySeconds(d time.Duration, fifo, canSchedule bool) (secs int32, scheduled bool, err error) {
 	switch {
 	case d < 0:
-		return 0, invalid("delay %v is negative", d)
+		return 0, false, invalid("delay %v is negative", d)
 	case d == 0:
-		return 0, nil
-	case fifo:
-		return 0, needsScheduler("delay %v on a FIFO queue: FIFO queues have no per-message delay, so delayed jobs there need the scheduler (EventBridge Scheduler), which this version does not support yet", d)
-	case d > MaxDelay:
-		return 0, needsScheduler("delay %v is longer than SQS's 15-minute maximum (DelaySeconds 0-900); longer delays need the scheduler (EventBridge Scheduler), which this version does not support yet", d)
+		return 0, false, nil
+	case (fifo || d > MaxDelay) && !canSchedule:
+		if fifo {
+			return 0, false, needsScheduler("delay %v on a FIFO queue: FIFO queues have no per-message delay, so delayed jobs there go through EventBridge Scheduler: set producer.Config.Scheduler", d)
+		}
+		return 0, false, needsScheduler("delay %v is longer than SQS's 15-minute maximum (DelaySeconds 0-900): longer delays go through EventBridge Scheduler: set producer.Config.Scheduler", d)
+	case fifo || d > MaxDelay:
+		return 0, true, nil
 	}
-	return int32((d + time.Second - 1) / time.Second), nil
+	return int32((d + time.Second - 1) / time.Second), false, nil
 }

@@ -35,6 +35,14 @@ func (t *Table) RecordEnqueued(ctx context.Context, kind, key, jobID, payloadHas
 	return t.RecordQueued(ctx, QueuedJob{Kind: kind, Key: key, JobID: jobID, PayloadHash: payloadHash, At: at, ExpiresAt: at.Add(t.cancelTTL)})
 }
 
+// RecordScheduledJob records a job delayed through the scheduler as scheduled (see
+// RecordScheduled), keeping the record until CancelTTL after runAt. It implements part of
+// producer.StatusRecorder.
+func (t *Table) RecordScheduledJob(ctx context.Context, kind, key, jobID, payloadHash string, runAt, at time.Time) error {
+	return t.RecordScheduled(ctx, ScheduledJob{Kind: kind, Key: key, JobID: jobID, PayloadHash: payloadHash, At: at,
+		RunAt: runAt, ExpiresAt: runAt.Add(t.cancelTTL)})
+}
+
 // ScheduledJob is the record of a job waiting in the scheduler.
 type ScheduledJob struct {
 	// Kind, Key and JobID identify the job, as in its envelope. Required.
