@@ -4,7 +4,7 @@ GO    ?= go
 PKGS  := ./...
 BENCH ?= .
 
-.PHONY: help test fmt-check vet unit demo bench tidy-check
+.PHONY: help test fmt-check vet unit demo bench fuzz
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,3 +26,16 @@ demo: ## Run the whole system end to end on the embedded emulator
 
 bench: ## Run the benchmarks with -benchmem (BENCH=regexp to filter)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+
+FUZZTIME ?= 30s
+# Every fuzz target, as package:Target. `make test` runs their seed corpora as ordinary tests.
+FUZZ_TARGETS := ./internal/jsonscan:FuzzSkipValue ./internal/jsonscan:FuzzString \
+	./internal/sqsevent:FuzzDecode ./pkg/jobs:FuzzEnvelopeStringsEscape ./pkg/jobs:FuzzParseEnvelope \
+	./pkg/schedule:FuzzParse
+
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
