@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
@@ -17,8 +18,8 @@ func newUpCmd(g *globals) *cobra.Command {
 		Use:   "up",
 		Short: "Provision a stack's queue, DLQ (with its redrive policy) and job table",
 		Long: `up creates the queues <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a
-redrive policy, and the DynamoDB job table <stack>-jobs (idempotency and status, with its
-indexes and TTL), on the endpoint given by --endpoint or AWS_ENDPOINT_URL. It is idempotent.
+redrive policy, the DynamoDB job table <stack>-jobs (idempotency and status, with its
+indexes and TTL) and the EventBridge Scheduler schedule group <stack>-jobs, on the endpoint given by --endpoint or AWS_ENDPOINT_URL. It is idempotent.
 Without an endpoint it starts the embedded emulator, which ends with the command; use it
 against a running emulator or LocalStack.`,
 		Example: `  AWS_ENDPOINT_URL=http://localhost:4566 sqsworker up --stack myapp
@@ -43,11 +44,16 @@ against a running emulator or LocalStack.`,
 			if err != nil {
 				return err
 			}
+			group, err := awslocal.ProvisionScheduleGroup(cmd.Context(), scheduler.NewFromConfig(b.Config), g.stack)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
 			fmt.Fprintf(out, "queue     %s\n          %s\n", st.QueueURL, st.QueueARN)
 			fmt.Fprintf(out, "dlq       %s\n          %s\n", st.DLQURL, st.DLQARN)
 			fmt.Fprintf(out, "table     %s\n", table)
+			fmt.Fprintf(out, "schedules %s (schedule group)\n", group)
 			return nil
 		},
 	}
