@@ -21,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
+	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -77,7 +78,14 @@ func newE2E(t *testing.T) *e2e {
 		Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{Store: idempotency.NewMemoryStore(), Logger: slog.New(slog.DiscardHandler)})
+	e.useStore(idempotency.NewMemoryStore())
+	return e
+}
+
+// useStore (re)builds the worker with the idempotency middleware over store.
+func (e *e2e) useStore(store idempotency.Store) {
+	t := e.t
+	mw, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +101,6 @@ func newE2E(t *testing.T) *e2e {
 		Middleware: []worker.Middleware{mw}, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
-	return e
 }
 
 func (e *e2e) tick() int {
@@ -238,5 +245,56 @@ func TestRecurringScheduleEndToEnd(t *testing.T) {
 	}
 	if _, err := e.client.Get(ctx, name); !errors.Is(err, schedule.ErrNotFound) {
 		t.Errorf("Get after Delete = %v", err)
+	}
+}
+
+func TestCancelledScheduledJobNeverRuns(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	ctx := context.Background()
+	b, _ := awslocal.Shared()
+	ddb := b.DynamoDB()
+	table, err := awslocal.ProvisionTable(ctx, ddb, e.stack.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := status.New(status.Config{Client: ddb, Table: table, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.useStore(store)
+	prod, err := producer.New(producer.Config{SQS: e.sqs, QueueURL: e.stack.QueueURL, Scheduler: e.client, Status: st, Clock: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := prod.EnqueueIn(ctx, reportArgs{Name: "cancel-me"}, time.Hour)
+	if err != nil || res.StatusErr != nil {
+		t.Fatalf("enqueue: %+v, %v", res, err)
+	}
+	if job, err := st.Get(ctx, "report.e2e", res.Key); err != nil || job.State != idempotency.StateScheduled {
+		t.Fatalf("status after scheduling: %+v, %v", job, err)
+	}
+	// Keep a copy of what the schedule would send, as if it had already fired.
+	env := jobs.Envelope{V: 1, ID: res.ID, Kind: "report.e2e", Args: []byte(`{"name":"cancel-me"}`)}
+	if err := prod.Cancel(ctx, "report.e2e", "", res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if job, err := st.Get(ctx, "report.e2e", res.Key); err != nil || job.State != idempotency.StateCancelled {
+		t.Fatalf("status after cancel: %+v, %v", job, err)
+	}
+	e.clock.Add(2 * time.Hour)
+	if n := e.tick(); n != 0 {
+		t.Fatalf("a cancelled schedule fired %d times", n)
+	}
+	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.stack.QueueURL), MessageBody: aws.String(string(env.AppendJSON(nil)))}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if got := e.total.Load(); got != 0 {
+		t.Errorf("the cancelled job ran %d times", got)
 	}
 }
