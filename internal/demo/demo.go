@@ -10,10 +10,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
@@ -21,6 +23,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
@@ -101,6 +104,23 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	}
 	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\ntable     %s\n\n", backend.URL, backend.Kind, stack.QueueURL, stack.DLQURL, table)
 
+	sch := scheduler.NewFromConfig(backend.Config)
+	group, err := awslocal.ProvisionScheduleGroup(ctx, sch, opts.Stack)
+	if err != nil {
+		return nil, err
+	}
+	// Local schedules fire on the dispatcher's clock, which the demo moves forward (below).
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	sched, err := schedule.NewClient(schedule.Config{Scheduler: sch, Group: group, QueueARN: stack.QueueARN,
+		RoleARN: awslocal.SchedulerRoleARN(opts.Stack), Now: clock})
+	if err != nil {
+		return nil, err
+	}
+	st, err := status.New(status.Config{Client: ddb, Table: table})
+	if err != nil {
+		return nil, err
+	}
 	store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: table})
 	if err != nil {
 		return nil, err
@@ -124,10 +144,23 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := enqueue(ctx, client, store, stack, track); err != nil {
+	prod, err := producer.New(producer.Config{SQS: client, QueueURL: stack.QueueURL, Scheduler: sched, Status: st})
+	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "enqueued  %d messages; running the poller and the worker until all are settled…\n\n", track.count())
+	if err := enqueue(ctx, client, prod, store, stack, track); err != nil {
+		return nil, err
+	}
+	later, err := enqueueLater(ctx, w, prod, sched, st, track)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "enqueued  %d jobs; running the poller, the worker and the local schedule dispatcher…\n", track.count())
+	disp, err := schedule.NewDispatcher(schedule.DispatcherConfig{Scheduler: sch, SQS: client, Group: group,
+		Interval: time.Second, Now: clock, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
 
 	p, err := poller.New(poller.Config{
 		SQS: client, QueueURL: stack.QueueURL, Handler: h,
@@ -138,27 +171,37 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	runErr := make(chan error, 1)
+	runErr := make(chan error, 2)
 	go func() { runErr <- p.Run(runCtx) }()
-	select {
-	case <-track.done:
-	case <-time.After(opts.Timeout):
-		stop()
-		<-runErr
-		return nil, fmt.Errorf("demo: not every message settled within %s", opts.Timeout)
-	case err := <-runErr:
-		return nil, fmt.Errorf("demo: poller stopped: %w", err)
+	go func() { runErr <- disp.Run(runCtx) }()
+	deadline := time.After(opts.Timeout)
+	for phase, wait := range []chan struct{}{track.sent, track.done} {
+		select {
+		case <-wait:
+		case <-deadline:
+			stop()
+			<-runErr
+			<-runErr
+			return nil, fmt.Errorf("demo: not every job settled within %s", opts.Timeout)
+		case err := <-runErr:
+			stop()
+			return nil, fmt.Errorf("demo: the poller or the dispatcher stopped: %w", err)
+		}
+		if phase == 0 {
+			fmt.Fprintf(w, "\nevery message sent so far is settled. Demo mode: moving the local dispatcher's clock %s\n"+
+				"forward, so the 16-minute schedule and the rate(1 minute) schedule come due now (on AWS,\n"+
+				"EventBridge Scheduler fires them on time; locally the dispatcher fires what the emulator stores)…\n\n", later)
+			offset.Store(int64(later))
+		}
 	}
 	stop()
-	if err := <-runErr; err != nil {
-		return nil, fmt.Errorf("demo: poller: %w", err)
+	for range 2 {
+		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
 	}
 
 	rep := &Report{Stack: stack, Table: table, Rows: track.rows()}
-	st, err := status.New(status.Config{Client: ddb, Table: table})
-	if err != nil {
-		return nil, err
-	}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {
@@ -197,11 +240,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 
 // enqueue sends the demo's messages: jobs through the producer, and two raw bodies as a producer
 // in another language might send them.
-func enqueue(ctx context.Context, client *sqs.Client, store idempotency.Store, stack *awslocal.Stack, track *tracker) error {
-	prod, err := producer.New(producer.Config{SQS: client, QueueURL: stack.QueueURL})
-	if err != nil {
-		return err
-	}
+func enqueue(ctx context.Context, client *sqs.Client, prod *producer.Producer, store idempotency.Store, stack *awslocal.Stack, track *tracker) error {
 	welcome := EmailArgs{To: "ada@example.com", Subject: "Welcome"}
 	invoice := InvoiceArgs{Invoice: 1001}
 	reqs := []producer.Request{
@@ -253,29 +292,83 @@ func enqueue(ctx context.Context, client *sqs.Client, store idempotency.Store, s
 	return nil
 }
 
+// scheduledDelay is the delay of the demo's job that goes through a one-time schedule.
+const scheduledDelay = 16 * time.Minute
+
+// enqueueLater sends the delayed jobs and creates the recurring schedule. It returns how far the
+// dispatcher's clock must move for all of them to come due.
+func enqueueLater(ctx context.Context, w io.Writer, prod *producer.Producer, sched *schedule.Client, st *status.Table, track *tracker) (time.Duration, error) {
+	res, err := prod.EnqueueIn(ctx, EmailArgs{To: "lin@example.com", Subject: "Reminder"}, 20*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	track.expect(res.MessageID, "delayed 20 s (SQS DelaySeconds)", res.ID, res.Kind, res.Key)
+
+	res, err = prod.EnqueueIn(ctx, InvoiceArgs{Invoice: 2002}, scheduledDelay)
+	if err != nil {
+		return 0, err
+	}
+	if res.StatusErr != nil {
+		return 0, res.StatusErr
+	}
+	track.expectJob("delayed 16 min (one-time EventBridge schedule)", res.ID, res.Kind, res.Key)
+	job, err := st.Get(ctx, res.Kind, res.Key)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(w, "scheduled %s %s for %s as schedule %s; its status in the table: %s\n",
+		res.Kind, res.ID, res.RunAt.UTC().Format(time.TimeOnly), res.Schedule, job.State)
+
+	const every = "rate(1 minute)"
+	if err := sched.Upsert(ctx, schedule.Recurring{Name: "demo-rollup", Expression: every, Kind: RollupArgs{}.Kind(),
+		Args: []byte(`{"window":"1m"}`)}); err != nil {
+		return 0, err
+	}
+	track.expectKind("fired by the recurring schedule demo-rollup, "+every, RollupArgs{}.Kind())
+	fmt.Fprintf(w, "created   recurring schedule demo-rollup: %s → metrics.rollup\n", every)
+	return scheduledDelay + 5*time.Second, nil
+}
+
 // twinLabel names the two messages of one job sent twice with the same key: whichever arrives
 // first runs, the other is acknowledged as a duplicate.
 const twinLabel = "same job sent twice (key welcome-ada)"
 
 // tracker follows every message until it is settled: succeeded, skipped, or delivered to the DLQ.
+// Messages sent by the demo are matched by message id; jobs fired later by the scheduler by job id
+// (one-time schedules) or by kind (the first firing of a recurring schedule).
 type tracker struct {
 	mu      sync.Mutex
-	order   []string
-	byMsg   map[string]*Row
+	order   []string // match keys: "m:<message id>", "j:<job id>", "k:<kind>"
+	byKey   map[string]*Row
 	settled map[string]bool
-	done    chan struct{}
-	closed  bool
+	// sent closes when every message the demo sent itself is settled; done when everything is.
+	sent, done         chan struct{}
+	sentClosed, closed bool
 }
 
 func newTracker() *tracker {
-	return &tracker{byMsg: map[string]*Row{}, settled: map[string]bool{}, done: make(chan struct{})}
+	return &tracker{byKey: map[string]*Row{}, settled: map[string]bool{}, sent: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (t *tracker) add(match string, r *Row) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.order = append(t.order, match)
+	t.byKey[match] = r
 }
 
 func (t *tracker) expect(msgID, label, jobID, kind, key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.order = append(t.order, msgID)
-	t.byMsg[msgID] = &Row{Label: label, MessageID: msgID, JobID: jobID, Kind: kind, Key: key}
+	t.add("m:"+msgID, &Row{Label: label, MessageID: msgID, JobID: jobID, Kind: kind, Key: key})
+}
+
+// expectJob follows a job the scheduler will send (its message id is not known yet).
+func (t *tracker) expectJob(label, jobID, kind, key string) {
+	t.add("j:"+jobID, &Row{Label: label, JobID: jobID, Kind: kind, Key: key})
+}
+
+// expectKind follows the first job of a kind (a recurring schedule's firing).
+func (t *tracker) expectKind(label, kind string) {
+	t.add("k:"+kind, &Row{Label: label, Kind: kind})
 }
 
 func (t *tracker) count() int {
@@ -288,20 +381,45 @@ func (t *tracker) observe(_ context.Context, outcomes []worker.Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range outcomes {
-		r, ok := t.byMsg[o.MessageID]
+		match := "m:" + o.MessageID
+		r, ok := t.byKey[match]
+		if !ok {
+			match = "j:" + o.JobID
+			r, ok = t.byKey[match]
+		}
+		if !ok && !t.settled["k:"+o.Kind] {
+			match = "k:" + o.Kind
+			r, ok = t.byKey[match]
+		}
 		if !ok {
 			continue
 		}
 		r.Attempts = max(r.Attempts, o.Attempt)
 		r.Outcome, r.Reason = o.Outcome, o.Reason
+		if r.MessageID == "" {
+			r.MessageID = o.MessageID
+		}
 		if o.JobID != "" && r.JobID == "" {
-			r.JobID, r.Kind, r.Key = o.JobID, o.Kind, o.JobID
+			r.JobID, r.Kind, r.Key = o.JobID, o.Kind, o.Key
 		}
 		if !o.Failed {
-			t.settled[o.MessageID] = true
+			t.settled[match] = true
 		}
 	}
-	if !t.closed && len(t.order) > 0 && len(t.settled) == len(t.order) {
+	all, sent := true, true
+	for _, m := range t.order {
+		if !t.settled[m] {
+			all = false
+			if m[0] == 'm' {
+				sent = false
+			}
+		}
+	}
+	if !t.sentClosed && sent {
+		t.sentClosed = true
+		close(t.sent)
+	}
+	if !t.closed && all {
 		t.closed = true
 		close(t.done)
 	}
@@ -311,8 +429,8 @@ func (t *tracker) rows() []Row {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]Row, 0, len(t.order))
-	for _, id := range t.order {
-		out = append(out, *t.byMsg[id])
+	for _, m := range t.order {
+		out = append(out, *t.byKey[m])
 	}
 	return out
 }
@@ -377,7 +495,7 @@ func (r *Report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.Reason, dash(f.Kind), dash(f.JobID), f.Attempts, clip(f.Error, 60), clip(d.Body, 40))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nall %d messages settled in %s\n", len(r.Rows), r.Elapsed.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\nall %d jobs settled in %s\n", len(r.Rows), r.Elapsed.Round(100*time.Millisecond))
 }
 
 func dash(s string) string {

@@ -23,16 +23,19 @@ func TestDemoEndToEnd(t *testing.T) {
 		outcome, reason string
 		attempts        int
 	}{
-		"succeeds": {worker.OutcomeSucceeded, "", 1},
-		"redelivered after a worker crashed holding it": {worker.OutcomeSucceeded, "", 2},
-		"fails twice, then succeeds":                    {worker.OutcomeSucceeded, "", 3},
-		"poison: fails every attempt":                   {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
-		"cancels itself":                                {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
-		"malformed body (plain SendMessage)":            {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
-		"unknown kind (plain SendMessage)":              {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
+		"succeeds":                        {worker.OutcomeSucceeded, "", 1},
+		"delayed 20 s (SQS DelaySeconds)": {worker.OutcomeSucceeded, "", 1},
+		"delayed 16 min (one-time EventBridge schedule)":              {worker.OutcomeSucceeded, "", 1},
+		"fired by the recurring schedule demo-rollup, rate(1 minute)": {worker.OutcomeSucceeded, "", 1},
+		"redelivered after a worker crashed holding it":               {worker.OutcomeSucceeded, "", 2},
+		"fails twice, then succeeds":                                  {worker.OutcomeSucceeded, "", 3},
+		"poison: fails every attempt":                                 {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
+		"cancels itself":                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
+		"malformed body (plain SendMessage)":                          {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
+		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 	}
-	if len(rep.Rows) != 10 {
-		t.Fatalf("rows = %d, want 10", len(rep.Rows))
+	if len(rep.Rows) != 13 {
+		t.Fatalf("rows = %d, want 13", len(rep.Rows))
 	}
 	var twins []string
 	for _, r := range rep.Rows {
@@ -97,7 +100,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("no dead letter with reason %s", r)
 		}
 	}
-	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 10 messages settled"} {
+	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 13 jobs settled", "its status in the table: scheduled", "moving the local dispatcher's clock"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}

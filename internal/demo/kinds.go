@@ -77,6 +77,14 @@ func (s *SideEffects) Runs(kind, key string) int {
 	return s.runs[kind+"#"+key]
 }
 
+// RollupArgs rolls up metrics; a recurring schedule enqueues it every minute.
+type RollupArgs struct {
+	Window string `json:"window"`
+}
+
+// Kind implements jobs.Args.
+func (RollupArgs) Kind() string { return "metrics.rollup" }
+
 // MaxAttempts is the demo kinds' attempt budget.
 const MaxAttempts = 3
 
@@ -90,6 +98,10 @@ func Register(reg *jobs.Registry, policy jobs.Policy, effects *SideEffects) erro
 			return nil
 		}), opts...),
 		jobs.Register(reg, jobs.WorkFunc[InvoiceArgs](func(ctx context.Context, job *jobs.Job[InvoiceArgs]) error {
+			effects.add(job.Info)
+			return nil
+		}), opts...),
+		jobs.Register(reg, jobs.WorkFunc[RollupArgs](func(ctx context.Context, job *jobs.Job[RollupArgs]) error {
 			effects.add(job.Info)
 			return nil
 		}), opts...),

@@ -33,8 +33,8 @@ const (
 type Outcome struct {
 	// MessageID is the SQS message id.
 	MessageID string
-	// JobID and Kind are the job's ("" for a body that is not an envelope).
-	JobID, Kind string
+	// JobID, Kind and Key are the job's ("" for a body that is not an envelope).
+	JobID, Kind, Key string
 	// Attempt is the attempt number of this delivery.
 	Attempt int
 	// Outcome is one of the Outcome* constants.

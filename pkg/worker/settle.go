@@ -99,7 +99,7 @@ func (b *batch) settle(ctx context.Context) []string {
 
 func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 	o := Outcome{
-		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Attempt: it.attemptOf(r),
+		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Key: it.info.Key, Attempt: it.attemptOf(r),
 		Outcome: r.outcome, Reason: r.reason, Err: r.err, SendErr: r.sendErr, Ran: r.ran, Duration: r.duration,
 		Failed: failed,
 	}
