@@ -6,6 +6,9 @@ BENCH ?= .
 
 .PHONY: help test fmt-check vet unit demo bench fuzz
 
+# More targets, one file per area (functions, localstack, …).
+-include mk/*.mk
+
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
