@@ -186,10 +186,17 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(req.Now)))
 	running := e.v(":running", avS(string(StateRunning)))
+	dead := e.v(":dead", avS(string(StateDead)))
+	deadOK := e.n(AttrState) + " = " + dead // a dead record may be claimed (a redriven job)…
+	if req.MessageID != "" {
+		// …but not by the very message that was dead-lettered (its DLQ send failed).
+		deadOK = "(" + deadOK + " AND (attribute_not_exists(" + e.n(AttrDeadMsg) + ") OR " + e.n(AttrDeadMsg) +
+			" <> " + e.v(":msg", avS(req.MessageID)) + "))"
+	}
 	cond := "(attribute_not_exists(" + e.n(AttrPK) + ") OR " +
 		e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
-		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ", " +
-		e.v(":dead", avS(string(StateDead))) + ") OR " +
+		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR " +
+		deadOK + " OR " +
 		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
 		// An expired record is replaced by replaceExpired, never updated: a missing exp never expires.
 		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " +
@@ -224,7 +231,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec
 	} else {
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
 	}
-	u.rm(AttrGSI1PK, AttrGSI1SK)
+	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg)
 
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -318,6 +325,9 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	}
 	if f.Reason != "" {
 		u.setTo(AttrReason, e.v(":reason", avS(f.Reason)))
+	}
+	if f.State == StateDead && f.MessageID != "" {
+		u.setTo(AttrDeadMsg, e.v(":deadmsg", avS(f.MessageID)))
 	}
 	if StatusIndexed(f.State) {
 		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, ItemKey(f.Kind, f.Key), s.shards))))

@@ -82,6 +82,10 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if f.Reason != "" {
 		rec.Reason = f.Reason
 	}
+	rec.DeadMessageID = ""
+	if f.State == StateDead {
+		rec.DeadMessageID = f.MessageID
+	}
 	rec.Token, rec.LeaseUntil = "", time.Time{}
 	m.recs[ik] = rec
 	return nil

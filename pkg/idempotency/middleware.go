@@ -179,7 +179,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	token := m.cfg.NewToken()
 	lease, renew := m.lease(ctx, now)
 	res, err := m.cfg.Store.Claim(ctx, ClaimRequest{
-		Kind: job.Kind, Key: job.Key, JobID: job.ID, PayloadHash: hash, Token: token,
+		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
 		Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
 	})
 	if err != nil {
@@ -251,6 +251,14 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 	case rec.State == StateCancelled:
 		m.stats.duplicates.Add(1)
 		return fmt.Errorf("%w: job key %q was cancelled", jobs.ErrSkipped, job.Key)
+	case rec.State == StateDead:
+		// This very message was dead-lettered before, but its DLQ send failed: send it again,
+		// without running the job again.
+		reason := rec.Reason
+		if reason == "" {
+			reason = jobs.ReasonExhausted
+		}
+		return jobs.DeadLetter(reason, fmt.Errorf("job %s was already dead-lettered; its message came back because the DLQ send failed", rec.JobID))
 	case rec.State == StateRunning && rec.LeaseUntil.After(now):
 		m.stats.inProgress.Add(1)
 		remaining := rec.LeaseUntil.Sub(now)
@@ -265,7 +273,7 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 // stands (a success is acknowledged all the same).
 func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error) {
 	now := m.cfg.Now()
-	f := Finish{Kind: job.Kind, Key: job.Key, Token: token, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
+	f := Finish{Kind: job.Kind, Key: job.Key, Token: token, MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
 	switch state, reason := Outcome(job, workErr); state {
 	case StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))

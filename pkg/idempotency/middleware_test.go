@@ -625,3 +625,34 @@ func TestPanicReleasesTheClaim(t *testing.T) {
 		t.Errorf("renewals after the jobs ended: %d", n)
 	}
 }
+
+// A cancelled job whose DLQ send failed comes back as the same message: it is dead-lettered again
+// without running a second time. A redriven copy (a new message) runs.
+func TestDeadLetteredMessageComingBackDoesNotRunAgain(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, newStore func() idempotency.Store) {
+		r := newRig(t, newStore(), 5, nil)
+		cancel := true
+		r.work = func(context.Context, *jobs.Job[chargeArgs]) error {
+			r.charges.Add(1)
+			if cancel {
+				return jobs.Cancel(errors.New("order already refunded"))
+			}
+			return nil
+		}
+		ctx := context.Background()
+		out := r.deliver(ctx, message("m1", "job-1", "", chargeArgs{}, 1))
+		if out[0].Outcome != worker.OutcomeDeadLettered || r.charges.Load() != 1 {
+			t.Fatalf("first: %+v", out[0])
+		}
+		out = r.deliver(ctx, message("m1", "job-1", "", chargeArgs{}, 2)) // the DLQ send had failed
+		if out[0].Outcome != worker.OutcomeDeadLettered || out[0].Reason != jobs.ReasonCancelled || r.charges.Load() != 1 {
+			t.Fatalf("same message again: %+v, charges %d; want dead-lettered again without running", out[0], r.charges.Load())
+		}
+		cancel = false
+		out = r.deliver(ctx, message("m2", "job-1", "", chargeArgs{}, 1)) // redriven: a new message
+		if out[0].Outcome != worker.OutcomeSucceeded || r.charges.Load() != 2 {
+			t.Errorf("redriven copy: %+v, charges %d", out[0], r.charges.Load())
+		}
+	})
+}

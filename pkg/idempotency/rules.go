@@ -69,6 +69,9 @@ func expTime(t time.Time) time.Time {
 // hash is absent or equal.
 func claimable(rec *Record, req *ClaimRequest) bool {
 	stateOK := rec.State.Claimable() || rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now))
+	if rec.State == StateDead && req.MessageID != "" && rec.DeadMessageID == req.MessageID {
+		stateOK = false // the dead-lettered message itself came back: its DLQ send failed
+	}
 	return stateOK && (rec.PayloadHash == "" || rec.PayloadHash == req.PayloadHash)
 }
 

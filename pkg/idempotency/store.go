@@ -59,6 +59,9 @@ type Record struct {
 	LastError string
 	// Reason is the dead-letter reason of a dead record.
 	Reason string
+	// DeadMessageID is the SQS message whose run made the record dead. That message coming back
+	// (its DLQ send failed) must not run the job again; a redriven copy is a new message.
+	DeadMessageID string
 	// FirstAttemptAt and LastAttemptAt are the first and latest claim times.
 	FirstAttemptAt, LastAttemptAt time.Time
 	// UpdatedAt is the time of the last write.
@@ -76,6 +79,9 @@ func (r *Record) Expired(now time.Time) bool {
 // ClaimRequest asks to start a job.
 type ClaimRequest struct {
 	Kind, Key, JobID string
+	// MessageID is the SQS message of this delivery. A dead record refuses the message that was
+	// dead-lettered (see Record.DeadMessageID). Empty: not checked.
+	MessageID string
 	// PayloadHash must equal the record's, if it has one; otherwise the claim is refused and the
 	// record returned (the caller dead-letters the job as payload_mismatch).
 	PayloadHash string
@@ -107,6 +113,8 @@ type Finish struct {
 	Error string
 	// Reason is the dead-letter reason, for StateDead.
 	Reason string
+	// MessageID is the delivery's SQS message id, kept as the record's DeadMessageID for StateDead.
+	MessageID string
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
 }
@@ -115,8 +123,9 @@ type Finish struct {
 // must be atomic: two Claims for one key never both succeed while the first's lease is live.
 type Store interface {
 	// Claim starts a job, with one conditional write. It succeeds when there is no record, or it
-	// expired, or its state is claimable, or it is running with an expired lease — and the
-	// payload hash matches (or the record has none). Otherwise it returns Claimed false and the
+	// expired, or its state is claimable (a dead record only from another message than the one
+	// that was dead-lettered), or it is running with an expired lease — and the payload hash
+	// matches (or the record has none). Otherwise it returns Claimed false and the
 	// record.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the

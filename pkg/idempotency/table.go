@@ -38,6 +38,7 @@ const (
 	AttrHash    = "hash"     // S: payload hash
 	AttrError   = "err"      // S: last error, at most MaxErrorBytes
 	AttrReason  = "reason"   // S: dead-letter reason
+	AttrDeadMsg = "dead_msg" // S: the SQS message whose run made the record dead
 	AttrFirstAt = "first_at" // N: unix ms
 	AttrLastAt  = "last_at"  // N: unix ms
 	AttrUpdated = "upd"      // N: unix ms
@@ -226,6 +227,7 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	r.PayloadHash = str(AttrHash)
 	r.LastError = str(AttrError)
 	r.Reason = str(AttrReason)
+	r.DeadMessageID = str(AttrDeadMsg)
 	r.FirstAttemptAt = ms(AttrFirstAt)
 	r.LastAttemptAt = ms(AttrLastAt)
 	r.UpdatedAt = ms(AttrUpdated)
@@ -269,6 +271,7 @@ func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
 	setS(AttrHash, r.PayloadHash)
 	setS(AttrError, TruncateError(r.LastError))
 	setS(AttrReason, r.Reason)
+	setS(AttrDeadMsg, r.DeadMessageID)
 	setMs(AttrFirstAt, r.FirstAttemptAt)
 	setMs(AttrLastAt, r.LastAttemptAt)
 	setMs(AttrUpdated, r.UpdatedAt)

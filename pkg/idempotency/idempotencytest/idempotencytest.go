@@ -203,6 +203,7 @@ var cases = []testCase{
 	{"ErrorTruncated", errorTruncated},
 	{"ConcurrentClaimsOneWinner", concurrentClaims},
 	{"GetUnknownKey", getUnknown},
+	{"DeadRefusesItsOwnMessage", deadRefusesItsOwnMessage},
 	{"KeysScopedByKind", keysScopedByKind},
 	{"LongKey", longKey},
 	{"InvalidRequests", invalidRequests},
@@ -753,4 +754,30 @@ func invalidRequests(t *testing.T, e *env) {
 		}
 	}
 	checkRecord(t, "Get after invalid Finishes (want unchanged)", e.get(key), before)
+}
+
+// deadRefusesItsOwnMessage: a record made dead by message m refuses a claim from m (m came back
+// because its DLQ send failed: the job must not run again), and accepts one from another message
+// (a redriven copy), whose run count continues.
+func deadRefusesItsOwnMessage(t *testing.T, e *env) {
+	key := e.key()
+	r := req(key, "t1", at(0))
+	r.MessageID = "msg-1"
+	e.mustClaim(r)
+	e.finish(idempotency.Finish{Kind: kind, Key: key, Token: "t1", State: idempotency.StateDead, Reason: "cancelled",
+		Error: "no", MessageID: "msg-1", Now: at(time.Second), ExpiresAt: at(24 * time.Hour)})
+	if got := e.get(key); got.DeadMessageID != "msg-1" || got.State != idempotency.StateDead {
+		t.Fatalf("dead record = %+v, want DeadMessageID msg-1", got)
+	}
+	again := req(key, "t2", at(time.Minute))
+	again.MessageID = "msg-1"
+	if res := e.claim(again); res.Claimed || res.Record.State != idempotency.StateDead || res.Record.Reason != "cancelled" {
+		t.Fatalf("claim by the dead-lettered message = %+v, want refused with the dead record", res)
+	}
+	redriven := req(key, "t3", at(2*time.Minute))
+	redriven.MessageID = "msg-2"
+	rec := e.mustClaim(redriven)
+	if rec.Runs != 2 {
+		t.Errorf("runs after the redriven claim = %d, want 2", rec.Runs)
+	}
 }
