@@ -326,6 +326,9 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	if f.Reason != "" {
 		u.setTo(AttrReason, e.v(":reason", avS(f.Reason)))
 	}
+	if f.State == StateSucceeded && f.Result != "" {
+		u.setTo(AttrResult, e.v(":result", avS(f.Result)))
+	}
 	if f.State == StateDead && f.MessageID != "" {
 		u.setTo(AttrDeadMsg, e.v(":deadmsg", avS(f.MessageID)))
 	}

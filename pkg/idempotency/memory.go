@@ -82,6 +82,9 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if f.Reason != "" {
 		rec.Reason = f.Reason
 	}
+	if f.State == StateSucceeded && f.Result != "" {
+		rec.Result = f.Result
+	}
 	rec.DeadMessageID = ""
 	if f.State == StateDead {
 		rec.DeadMessageID = f.MessageID

@@ -198,16 +198,17 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	m.stats.claims.Add(1)
 	job.Attempt = res.Record.Runs
 
-	runCtx := ctx
+	result := &resultHolder{}
+	runCtx := context.WithValue(ctx, resultKey{}, result)
 	var stopRenew func()
 	if renew {
-		runCtx, stopRenew = m.renewWhileRunning(ctx, job, token)
+		runCtx, stopRenew = m.renewWhileRunning(runCtx, job, token)
 	}
-	workErr := m.run(runCtx, job, token, next, stopRenew)
+	workErr := m.run(runCtx, job, token, next, stopRenew, result)
 	if stopRenew != nil {
 		stopRenew()
 	}
-	m.finish(ctx, job, token, workErr)
+	m.finish(ctx, job, token, workErr, result)
 	if workErr == nil && m.cache != nil {
 		m.cache.add(ik, hash, m.cfg.Now().Add(m.succeededTTL(job.Kind)))
 	}
@@ -217,13 +218,13 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 // run calls next. If the job panics, the renewal stops and the failure is recorded before the
 // panic goes on to the worker (which turns it into the item's failure), so that the claim does
 // not stay "running" and keep the job from ever running again.
-func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next func(context.Context) error, stopRenew func()) error {
+func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next func(context.Context) error, stopRenew func(), result *resultHolder) error {
 	defer func() {
 		if v := recover(); v != nil {
 			if stopRenew != nil {
 				stopRenew()
 			}
-			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v))
+			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v), result)
 			panic(v)
 		}
 	}()
@@ -271,12 +272,15 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 
 // finish records the job's outcome. A failed write is logged and counted; the job's own result
 // stands (a success is acknowledged all the same).
-func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error) {
+func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder) {
 	now := m.cfg.Now()
 	f := Finish{Kind: job.Kind, Key: job.Key, Token: token, MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
 	switch state, reason := Outcome(job, workErr); state {
 	case StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
+		result.mu.Lock()
+		f.Result = result.val
+		result.mu.Unlock()
 	default:
 		f.State, f.Reason, f.Error = state, reason, workErr.Error()
 	}
@@ -298,6 +302,32 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 			m.cfg.OnFinishError(ctx, job, err)
 		}
 	}
+}
+
+type resultKey struct{}
+
+// resultHolder receives a job's result (SetResult).
+type resultHolder struct {
+	mu  sync.Mutex
+	val string
+}
+
+// SetResult stores v (JSON, at most MaxResultBytes) as the job's result: it is kept on the job's
+// record when the job succeeds, so status lookups (status.Table.Get, `sqsworker status`) show it.
+// It returns an error when ctx is not the context of a job run by the idempotency middleware, or
+// when v is too large.
+func SetResult(ctx context.Context, v []byte) error {
+	h, ok := ctx.Value(resultKey{}).(*resultHolder)
+	if !ok {
+		return errors.New("idempotency: SetResult outside a job run by the idempotency middleware")
+	}
+	if len(v) > MaxResultBytes {
+		return fmt.Errorf("idempotency: result of %d bytes is above the limit of %d", len(v), MaxResultBytes)
+	}
+	h.mu.Lock()
+	h.val = string(v)
+	h.mu.Unlock()
+	return nil
 }
 
 // Outcome returns the state (and dead-letter reason) a job's result leads to, as the worker

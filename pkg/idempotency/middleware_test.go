@@ -656,3 +656,27 @@ func TestDeadLetteredMessageComingBackDoesNotRunAgain(t *testing.T) {
 		}
 	})
 }
+
+func TestStoredResult(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, newStore func() idempotency.Store) {
+		r := newRig(t, newStore(), 5, nil)
+		r.work = func(ctx context.Context, job *jobs.Job[chargeArgs]) error {
+			r.charges.Add(1)
+			return idempotency.SetResult(ctx, []byte(`{"charge_id":"ch_42"}`))
+		}
+		ctx := context.Background()
+		r.deliver(ctx, message("m1", "job-1", "order-7", chargeArgs{}, 1))
+		out := r.deliver(ctx, message("m2", "job-2", "order-7", chargeArgs{}, 1))
+		if out[0].Outcome != worker.OutcomeSkipped || r.charges.Load() != 1 {
+			t.Fatalf("duplicate: %+v", out[0])
+		}
+		rec, err := r.store.Get(ctx, "payment.charge", "order-7")
+		if err != nil || rec.Result != `{"charge_id":"ch_42"}` {
+			t.Errorf("record = %+v, %v; want the stored result", rec, err)
+		}
+	})
+	if err := idempotency.SetResult(context.Background(), []byte("{}")); err == nil {
+		t.Error("SetResult outside a job must be an error")
+	}
+}

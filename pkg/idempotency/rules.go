@@ -150,5 +150,8 @@ func normalize(r Record) Record {
 	r.UpdatedAt = msTime(r.UpdatedAt)
 	r.ExpiresAt = expTime(r.ExpiresAt)
 	r.LastError = TruncateError(r.LastError)
+	if len(r.Result) > MaxResultBytes {
+		r.Result = r.Result[:MaxResultBytes]
+	}
 	return r
 }

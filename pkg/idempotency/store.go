@@ -59,6 +59,9 @@ type Record struct {
 	LastError string
 	// Reason is the dead-letter reason of a dead record.
 	Reason string
+	// Result is what a succeeded job stored with SetResult (at most MaxResultBytes), for
+	// status lookups; duplicates are acknowledged without running.
+	Result string
 	// DeadMessageID is the SQS message whose run made the record dead. That message coming back
 	// (its DLQ send failed) must not run the job again; a redriven copy is a new message.
 	DeadMessageID string
@@ -115,6 +118,8 @@ type Finish struct {
 	Reason string
 	// MessageID is the delivery's SQS message id, kept as the record's DeadMessageID for StateDead.
 	MessageID string
+	// Result is stored with a success (StateSucceeded); empty keeps none.
+	Result string
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
 }
@@ -145,3 +150,6 @@ var (
 
 // MaxErrorBytes bounds the error text a store keeps, far below DynamoDB's 400 KB item limit.
 const MaxErrorBytes = 4 << 10
+
+// MaxResultBytes bounds a stored result (SetResult).
+const MaxResultBytes = 16 << 10

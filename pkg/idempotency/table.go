@@ -39,6 +39,7 @@ const (
 	AttrError   = "err"      // S: last error, at most MaxErrorBytes
 	AttrReason  = "reason"   // S: dead-letter reason
 	AttrDeadMsg = "dead_msg" // S: the SQS message whose run made the record dead
+	AttrResult  = "result"   // S: a succeeded job's stored result (SetResult)
 	AttrFirstAt = "first_at" // N: unix ms
 	AttrLastAt  = "last_at"  // N: unix ms
 	AttrUpdated = "upd"      // N: unix ms
@@ -228,6 +229,7 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	r.LastError = str(AttrError)
 	r.Reason = str(AttrReason)
 	r.DeadMessageID = str(AttrDeadMsg)
+	r.Result = str(AttrResult)
 	r.FirstAttemptAt = ms(AttrFirstAt)
 	r.LastAttemptAt = ms(AttrLastAt)
 	r.UpdatedAt = ms(AttrUpdated)
@@ -272,6 +274,7 @@ func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
 	setS(AttrError, TruncateError(r.LastError))
 	setS(AttrReason, r.Reason)
 	setS(AttrDeadMsg, r.DeadMessageID)
+	setS(AttrResult, r.Result)
 	setMs(AttrFirstAt, r.FirstAttemptAt)
 	setMs(AttrLastAt, r.LastAttemptAt)
 	setMs(AttrUpdated, r.UpdatedAt)
