@@ -95,20 +95,21 @@ func oneLine(s string, n int) string {
 
 // jobJSON is a job record in JSON output (status, jobs): every key is always present.
 type jobJSON struct {
-	JobID          string   `json:"job_id"`
-	Kind           string   `json:"kind"`
-	Key            string   `json:"key"`
-	State          string   `json:"state"`
-	Runs           int      `json:"runs"`
-	Reason         string   `json:"reason"`
-	LastError      string   `json:"last_error"`
-	FirstAttemptAt jsonTime `json:"first_attempt_at"`
-	LastAttemptAt  jsonTime `json:"last_attempt_at"`
-	UpdatedAt      jsonTime `json:"updated_at"`
-	LeaseUntil     jsonTime `json:"lease_until"`
-	RunAt          jsonTime `json:"run_at"`
-	ExpiresAt      jsonTime `json:"expires_at"`
-	Expired        bool     `json:"expired"`
+	JobID          string          `json:"job_id"`
+	Kind           string          `json:"kind"`
+	Key            string          `json:"key"`
+	State          string          `json:"state"`
+	Runs           int             `json:"runs"`
+	Reason         string          `json:"reason"`
+	LastError      string          `json:"last_error"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	FirstAttemptAt jsonTime        `json:"first_attempt_at"`
+	LastAttemptAt  jsonTime        `json:"last_attempt_at"`
+	UpdatedAt      jsonTime        `json:"updated_at"`
+	LeaseUntil     jsonTime        `json:"lease_until"`
+	RunAt          jsonTime        `json:"run_at"`
+	ExpiresAt      jsonTime        `json:"expires_at"`
+	Expired        bool            `json:"expired"`
 }
 
 func toJobJSON(j status.Job) jobJSON {
@@ -121,6 +122,9 @@ func toJobJSON(j status.Job) jobJSON {
 	}
 	if j.State == idempotency.StateRunning {
 		out.LeaseUntil = jsonTime(j.LeaseUntil)
+	}
+	if j.Result != "" && json.Valid([]byte(j.Result)) {
+		out.Result = json.RawMessage(j.Result)
 	}
 	return out
 }

@@ -109,6 +109,9 @@ func printJob(cmd *cobra.Command, j status.Job) error {
 	if !j.RunAt.IsZero() {
 		fmt.Fprintf(tw, "run at\t%s\n", showTime(j.RunAt))
 	}
+	if j.Result != "" {
+		fmt.Fprintf(tw, "result\t%s\n", j.Result)
+	}
 	fmt.Fprintf(tw, "updated\t%s\n", showTime(j.UpdatedAt))
 	fmt.Fprintf(tw, "expires\t%s\n", showTime(j.ExpiresAt))
 	return tw.Flush()
