@@ -1,13 +1,357 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
-// newSchedulesCmd is a placeholder, replaced by the real command.
 func newSchedulesCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "schedules", Short: "List, show and delete a stack's recurring schedules", Hidden: true,
-		RunE: func(*cobra.Command, []string) error { return errors.New("not implemented yet") }}
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "List, show and delete a stack's recurring schedules",
+		Long: `schedules works on the stack's recurring schedules: the EventBridge Scheduler schedules
+in the schedule group <stack>-jobs whose target is the stack's job queue and which enqueue
+a job on every occurrence of a cron(…) or rate(…) expression (schedule.Client.Upsert
+creates them). One-time schedules of delayed jobs, and other schedules of the group, are
+left out.
+
+  list      every recurring schedule: expression, state, kind and next occurrence
+  show      one schedule: its expression, time zone, bounds and the job it enqueues
+  delete    delete one schedule (the jobs it already enqueued stay queued)
+
+The embedded emulator and LocalStack store schedules but never fire them: the local
+schedule dispatcher (schedule.Dispatcher, used by 'sqsworker demo') fires them there.`,
+		Example: `  sqsworker schedules list --stack myapp
+  sqsworker schedules show nightly-report --stack myapp --output json
+  sqsworker schedules delete nightly-report --stack myapp`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{fmt.Errorf("unknown schedules command %q: want list, show or delete", args[0])}
+			}
+			return &usageError{errors.New("schedules needs a command: list, show or delete")}
+		},
+	}
+	cmd.AddCommand(newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
+	return cmd
+}
+
+// scheduleRefs is what the schedules commands work on.
+type scheduleRefs struct {
+	client   *schedule.Client
+	group    string
+	queueARN string
+}
+
+// openSchedules resolves the stack's queue (its ARN is the target of the stack's schedules) and
+// schedule group, and returns a schedule client for them.
+func openSchedules(ctx context.Context, g *globals, cmd *cobra.Command) (*scheduleRefs, error) {
+	stack, err := g.stackName(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c, err := connect(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := resolveStack(ctx, c, stack, false, needQueue)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(refs.QueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the ARN of queue %s: %w", refs.QueueName, err)
+	}
+	queueARN := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	api := schedulerClient(c)
+	group := awslocal.ScheduleGroupName(stack)
+	if _, err := api.GetScheduleGroup(ctx, &scheduler.GetScheduleGroupInput{Name: aws.String(group)}); err != nil {
+		if apiErrorCode(err) != "ResourceNotFoundException" {
+			return nil, fmt.Errorf("look up schedule group %s: %w", group, err)
+		}
+		up := "sqsworker up --stack " + stack
+		if refs.FIFO {
+			up += " --fifo"
+		}
+		if c.local {
+			up += " --endpoint " + c.where
+		}
+		return nil, fmt.Errorf("schedule group %s not found on %s: create it with `%s`", group, c.where, up)
+	}
+	// Reads and deletes never use the role: the local stack's role ARN does for every backend.
+	client, err := schedule.NewClient(schedule.Config{Scheduler: api, Group: group, QueueARN: queueARN,
+		RoleARN: awslocal.SchedulerRoleARN(stack)})
+	if err != nil {
+		return nil, err
+	}
+	return &scheduleRefs{client: client, group: group, queueARN: queueARN}, nil
+}
+
+// schedulerClient returns an EventBridge Scheduler client for the endpoint, region and
+// credentials of the stack's SQS client.
+func schedulerClient(c *awsClients) *scheduler.Client {
+	o := c.sqs.Options()
+	return scheduler.New(scheduler.Options{
+		Region:           o.Region,
+		BaseEndpoint:     o.BaseEndpoint,
+		Credentials:      o.Credentials,
+		HTTPClient:       o.HTTPClient,
+		RetryMaxAttempts: o.RetryMaxAttempts,
+		RetryMode:        o.RetryMode,
+		Logger:           o.Logger,
+		ClientLogMode:    o.ClientLogMode,
+		AppID:            o.AppID,
+	})
+}
+
+// checkScheduleName validates a recurring schedule name before any call, as schedule.Client
+// does: 1-64 characters of [0-9a-zA-Z-_.], without the prefix of one-time job schedules.
+func checkScheduleName(name string) error {
+	if name == "" || len(name) > schedule.MaxNameLength {
+		return &usageError{fmt.Errorf("NAME %q: a schedule name is 1-%d characters of letters, digits, '-', '_' and '.'", name, schedule.MaxNameLength)}
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return &usageError{fmt.Errorf("NAME %q: character %q at %d is not allowed in a schedule name (want letters, digits, '-', '_' and '.')", name, c, i)}
+		}
+	}
+	if strings.HasPrefix(name, "sqsworker-") { // schedule's reserved prefix
+		return &usageError{fmt.Errorf("NAME %q: names starting with \"sqsworker-\" are one-time schedules of delayed jobs, not recurring schedules", name)}
+	}
+	return nil
+}
+
+// scheduleError explains the schedule package's errors for one name.
+func scheduleError(err error, refs *scheduleRefs, name string) error {
+	switch {
+	case errors.Is(err, schedule.ErrNotOwned):
+		return fmt.Errorf("schedule %q in schedule group %s is not a recurring job schedule of the queue %s: left alone", name, refs.group, refs.queueARN)
+	case errors.Is(err, schedule.ErrNotFound):
+		return fmt.Errorf("no recurring schedule %q in schedule group %s (sqsworker schedules list shows them)", name, refs.group)
+	case errors.Is(err, schedule.ErrInvalid):
+		return &usageError{err}
+	}
+	return err
+}
+
+// scheduleJSON is a recurring schedule in JSON output: every key is always present.
+type scheduleJSON struct {
+	Name           string          `json:"name"`
+	Expression     string          `json:"expression"`
+	Timezone       string          `json:"timezone"`
+	State          string          `json:"state"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	MaxAttempts    int             `json:"max_attempts"`
+	GroupID        string          `json:"group_id"`
+	Start          jsonTime        `json:"start"`
+	End            jsonTime        `json:"end"`
+	FlexibleWindow string          `json:"flexible_window"`
+	Description    string          `json:"description"`
+	// NextRun is the next occurrence, or null when it is not known (a rate without a start
+	// date counts from the schedule's creation) or there is none (disabled, ended).
+	NextRun jsonTime `json:"next_run"`
+}
+
+func toScheduleJSON(r schedule.Recurring, now time.Time) scheduleJSON {
+	args := r.Args
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	flex := ""
+	if r.FlexibleWindow > 0 {
+		flex = fmt.Sprintf("%dm", r.FlexibleWindow/time.Minute) // whole minutes, as Scheduler keeps it
+	}
+	return scheduleJSON{
+		Name: r.Name, Expression: r.Expression, Timezone: r.Timezone, State: scheduleState(r), Kind: r.Kind,
+		Args: args, MaxAttempts: r.MaxAttempts, GroupID: r.GroupID, Start: jsonTime(r.Start), End: jsonTime(r.End),
+		FlexibleWindow: flex, Description: r.Description, NextRun: jsonTime(nextRun(r, now)),
+	}
+}
+
+func scheduleState(r schedule.Recurring) string {
+	if r.Disabled {
+		return "disabled"
+	}
+	return "enabled"
+}
+
+// nextRun returns the schedule's next occurrence after now, or zero when it is disabled, has
+// none left, or is a rate without a start date (it counts from the schedule's creation time,
+// which Get does not read).
+func nextRun(r schedule.Recurring, now time.Time) time.Time {
+	if r.Disabled {
+		return time.Time{}
+	}
+	expr, err := schedule.Parse(r.Expression)
+	if err != nil || expr.Kind() == schedule.KindRate && r.Start.IsZero() {
+		return time.Time{}
+	}
+	loc, err := time.LoadLocation(r.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	after := now
+	if r.Start.After(after) {
+		after = r.Start.Add(-time.Nanosecond)
+	}
+	next, ok := expr.Next(after, loc, r.Start)
+	if !ok || !r.End.IsZero() && !next.Before(r.End) {
+		return time.Time{}
+	}
+	return next
+}
+
+// schedulesListJSON is schedules list's --output json document.
+type schedulesListJSON struct {
+	Group     string         `json:"group"`
+	Queue     string         `json:"queue"`
+	Schedules []scheduleJSON `json:"schedules"`
+}
+
+func newSchedulesListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the stack's recurring schedules",
+		Long: `list shows every recurring schedule of the stack, sorted by name: its expression and time
+zone, whether it is enabled, the kind of job it enqueues and its next occurrence ("-" when
+there is none, or for a rate without a start date, which counts from its creation).`,
+		Example: `  sqsworker schedules list --stack myapp
+  sqsworker schedules list --stack myapp --output json | jq -r '.schedules[].name'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			refs, err := openSchedules(ctx, g, cmd)
+			if err != nil {
+				return err
+			}
+			list, err := refs.client.List(ctx)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if g.json() {
+				doc := schedulesListJSON{Group: refs.group, Queue: refs.queueARN, Schedules: make([]scheduleJSON, 0, len(list))}
+				for _, r := range list {
+					doc.Schedules = append(doc.Schedules, toScheduleJSON(r, now))
+				}
+				return writeJSON(cmd.OutOrStdout(), doc)
+			}
+			out := cmd.OutOrStdout()
+			if len(list) == 0 {
+				fmt.Fprintf(out, "no recurring schedules in schedule group %s\n", refs.group)
+				return nil
+			}
+			tw := newTable(out)
+			fmt.Fprintln(tw, "NAME\tEXPRESSION\tTIMEZONE\tSTATE\tKIND\tNEXT RUN")
+			for _, r := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Expression, r.Timezone, scheduleState(r), r.Kind, showTime(nextRun(r, now)))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\n%s in schedule group %s\n", plural(len(list), "recurring schedule"), refs.group)
+			return nil
+		},
+	}
+}
+
+func newSchedulesShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show one recurring schedule and the job it enqueues",
+		Long: `show prints one recurring schedule of the stack: its expression, time zone, state, start
+and end, flexible window, next occurrence, and the job each occurrence enqueues (kind,
+arguments, attempt budget, FIFO message group). Each occurrence's job has the key
+NAME@<scheduled time>, so that a retried delivery of one occurrence runs once.`,
+		Example: `  sqsworker schedules show nightly-report --stack myapp
+  sqsworker schedules show nightly-report --stack myapp --output json | jq .args`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScheduleName(args[0]); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			refs, err := openSchedules(ctx, g, cmd)
+			if err != nil {
+				return err
+			}
+			r, err := refs.client.Get(ctx, args[0])
+			if err != nil {
+				return scheduleError(err, refs, args[0])
+			}
+			j := toScheduleJSON(r, time.Now())
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), j)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintf(tw, "name\t%s\n", j.Name)
+			fmt.Fprintf(tw, "group\t%s\n", refs.group)
+			fmt.Fprintf(tw, "expression\t%s\n", j.Expression)
+			fmt.Fprintf(tw, "timezone\t%s\n", j.Timezone)
+			fmt.Fprintf(tw, "state\t%s\n", j.State)
+			fmt.Fprintf(tw, "start\t%s\n", showTime(r.Start))
+			fmt.Fprintf(tw, "end\t%s\n", showTime(r.End))
+			fmt.Fprintf(tw, "flexible window\t%s\n", orDash(j.FlexibleWindow))
+			fmt.Fprintf(tw, "next run\t%s\n", showTime(time.Time(j.NextRun)))
+			fmt.Fprintf(tw, "description\t%s\n", orDash(oneLine(j.Description, 100)))
+			fmt.Fprintf(tw, "job kind\t%s\n", j.Kind)
+			fmt.Fprintf(tw, "job args\t%s\n", oneLine(string(j.Args), 200))
+			fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", j.Name)
+			if j.MaxAttempts > 0 {
+				fmt.Fprintf(tw, "max attempts\t%d\n", j.MaxAttempts)
+			} else {
+				fmt.Fprintf(tw, "max attempts\t- (the kind's)\n")
+			}
+			if j.GroupID != "" {
+				fmt.Fprintf(tw, "message group\t%s\n", j.GroupID)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newSchedulesDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete one recurring schedule",
+		Long: `delete deletes the recurring schedule NAME from the stack's schedule group: no occurrence
+after it enqueues a job; jobs it already enqueued stay on the queue. A schedule of that name
+that is not a recurring job schedule of the stack's queue is left alone (exit code 1).`,
+		Example: `  sqsworker schedules delete nightly-report --stack myapp`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScheduleName(args[0]); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			refs, err := openSchedules(ctx, g, cmd)
+			if err != nil {
+				return err
+			}
+			if err := refs.client.Delete(ctx, args[0]); err != nil {
+				return scheduleError(err, refs, args[0])
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"deleted": args[0], "group": refs.group})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted recurring schedule %s from schedule group %s\n", args[0], refs.group)
+			return nil
+		},
+	}
 }

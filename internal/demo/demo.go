@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"io"
 	"log/slog"
 	"sort"
@@ -93,7 +94,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		opts.Stack = awslocal.UniqueName("demo")
 	}
 	client := sqs.NewFromConfig(backend.Config)
-	stack, err := awslocal.Provision(ctx, client, awslocal.StackOptions{Name: opts.Stack, MaxReceiveCount: 3 * MaxAttempts})
+	stack, err := awslocal.Provision(ctx, client, awslocal.StackOptions{Name: opts.Stack, MaxReceiveCount: 3 * examplejobs.MaxAttempts})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	effects := NewSideEffects()
+	effects := examplejobs.NewSideEffects()
 	reg := jobs.NewRegistry()
 	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}, effects); err != nil {
 		return nil, err
@@ -241,16 +242,16 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 // enqueue sends the demo's messages: jobs through the producer, and two raw bodies as a producer
 // in another language might send them.
 func enqueue(ctx context.Context, client *sqs.Client, prod *producer.Producer, store idempotency.Store, stack *awslocal.Stack, track *tracker) error {
-	welcome := EmailArgs{To: "ada@example.com", Subject: "Welcome"}
-	invoice := InvoiceArgs{Invoice: 1001}
+	welcome := examplejobs.EmailArgs{To: "ada@example.com", Subject: "Welcome"}
+	invoice := examplejobs.InvoiceArgs{Invoice: 1001}
 	reqs := []producer.Request{
 		{Args: welcome, Options: []producer.Option{producer.WithKey("welcome-ada")}},
 		{Args: welcome, Options: []producer.Option{producer.WithKey("welcome-ada")}},
-		{Args: EmailArgs{To: "grace@example.com", Subject: "Your invoice"}},
-		{Args: ReportArgs{Name: "monthly-sales"}},
-		{Args: ResizeArgs{URL: "s3://photos/broken.jpg"}},
-		{Args: RefundArgs{Order: "order-42", Refunded: true}},
-		{Args: RefundArgs{Order: "order-43"}},
+		{Args: examplejobs.EmailArgs{To: "grace@example.com", Subject: "Your invoice"}},
+		{Args: examplejobs.ReportArgs{Name: "monthly-sales"}},
+		{Args: examplejobs.ResizeArgs{URL: "s3://photos/broken.jpg"}},
+		{Args: examplejobs.RefundArgs{Order: "order-42", Refunded: true}},
+		{Args: examplejobs.RefundArgs{Order: "order-43"}},
 		{Args: invoice},
 	}
 	labels := []string{twinLabel, twinLabel, "succeeds", "fails twice, then succeeds",
@@ -298,13 +299,13 @@ const scheduledDelay = 16 * time.Minute
 // enqueueLater sends the delayed jobs and creates the recurring schedule. It returns how far the
 // dispatcher's clock must move for all of them to come due.
 func enqueueLater(ctx context.Context, w io.Writer, prod *producer.Producer, sched *schedule.Client, st *status.Table, track *tracker) (time.Duration, error) {
-	res, err := prod.EnqueueIn(ctx, EmailArgs{To: "lin@example.com", Subject: "Reminder"}, 20*time.Second)
+	res, err := prod.EnqueueIn(ctx, examplejobs.EmailArgs{To: "lin@example.com", Subject: "Reminder"}, 20*time.Second)
 	if err != nil {
 		return 0, err
 	}
 	track.expect(res.MessageID, "delayed 20 s (SQS DelaySeconds)", res.ID, res.Kind, res.Key)
 
-	res, err = prod.EnqueueIn(ctx, InvoiceArgs{Invoice: 2002}, scheduledDelay)
+	res, err = prod.EnqueueIn(ctx, examplejobs.InvoiceArgs{Invoice: 2002}, scheduledDelay)
 	if err != nil {
 		return 0, err
 	}
@@ -320,11 +321,11 @@ func enqueueLater(ctx context.Context, w io.Writer, prod *producer.Producer, sch
 		res.Kind, res.ID, res.RunAt.UTC().Format(time.TimeOnly), res.Schedule, job.State)
 
 	const every = "rate(1 minute)"
-	if err := sched.Upsert(ctx, schedule.Recurring{Name: "demo-rollup", Expression: every, Kind: RollupArgs{}.Kind(),
+	if err := sched.Upsert(ctx, schedule.Recurring{Name: "demo-rollup", Expression: every, Kind: examplejobs.RollupArgs{}.Kind(),
 		Args: []byte(`{"window":"1m"}`)}); err != nil {
 		return 0, err
 	}
-	track.expectKind("fired by the recurring schedule demo-rollup, "+every, RollupArgs{}.Kind())
+	track.expectKind("fired by the recurring schedule demo-rollup, "+every, examplejobs.RollupArgs{}.Kind())
 	fmt.Fprintf(w, "created   recurring schedule demo-rollup: %s → metrics.rollup\n", every)
 	return scheduledDelay + 5*time.Second, nil
 }

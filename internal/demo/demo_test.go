@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		"fired by the recurring schedule demo-rollup, rate(1 minute)": {worker.OutcomeSucceeded, "", 1},
 		"redelivered after a worker crashed holding it":               {worker.OutcomeSucceeded, "", 2},
 		"fails twice, then succeeds":                                  {worker.OutcomeSucceeded, "", 3},
-		"poison: fails every attempt":                                 {worker.OutcomeDeadLettered, jobs.ReasonExhausted, MaxAttempts},
+		"poison: fails every attempt":                                 {worker.OutcomeDeadLettered, jobs.ReasonExhausted, examplejobs.MaxAttempts},
 		"cancels itself":                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
 		"malformed body (plain SendMessage)":                          {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},

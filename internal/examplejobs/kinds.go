@@ -1,7 +1,7 @@
-// Package demo is the end-to-end demonstration behind `sqsworker demo` (`make demo`): it
-// provisions a queue and its DLQ on the embedded emulator, enqueues a mix of jobs, runs the
-// poller with the worker until every message is settled, and reports what happened.
-package demo
+// Package examplejobs holds the example job kinds of the demo, the worker function and the
+// container example. It imports only pkg/jobs, so a Lambda bootstrap that registers them stays
+// small.
+package examplejobs
 
 import (
 	"context"

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+)
+
+// syncBuffer is a bytes.Buffer safe for the command's goroutines and the test's polling.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+func buildEchoFn(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, "../../internal/lambdarun/testdata/echofn")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build echofn: %v\n%s", err, b)
+	}
+	return out
+}
+
+// children returns the pids of this process's live child processes.
+func children(t *testing.T) []string {
+	t.Helper()
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	var pids []string
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			pids = append(pids, strings.Fields(string(b))...)
+		}
+	}
+	return pids
+}
+
+var batchLine = regexp.MustCompile(`(?m)^batch size=(\d+) failures=(\d+)`)
+
+func batchTotals(stderr string) (size, failures int) {
+	for _, m := range batchLine.FindAllStringSubmatch(stderr, -1) {
+		s, _ := strconv.Atoi(m[1])
+		f, _ := strconv.Atoi(m[2])
+		size, failures = size+s, failures+f
+	}
+	return size, failures
+}
+
+// TestRunEndToEnd runs `sqsworker run` on the embedded emulator with a test function under
+// the RIE: jobs sent to the queue and a due schedule are processed, the failed one stays on the
+// queue, and cancelling the context stops everything with exit 0.
+func TestRunEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	bootstrap := buildEchoFn(t)
+	stack := awslocal.UniqueName("cli-run")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"run", "--stack", stack, "--bootstrap", bootstrap, "--concurrency", "2", "--timeout", "10s"}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-exit:
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return after cancel")
+		}
+	}()
+	var endpoint string
+	waitFor(t, 60*time.Second, "the running line", func() bool {
+		select {
+		case code := <-exit:
+			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		default:
+		}
+		return strings.Contains(stderr.String(), "running ")
+	})
+	if m := regexp.MustCompile(`endpoint  (\S+) \(embedded\)`).FindStringSubmatch(stdout.String()); m != nil {
+		endpoint = m[1]
+	} else {
+		t.Fatalf("no endpoint line:\n%s", stdout.String())
+	}
+
+	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	client := sqs.NewFromConfig(b.Config)
+	q, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.QueueName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"ok-1", "ok-2", "please fail", "checkenv"} {
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A one-time schedule already due: the dispatcher beside the poller fires it.
+	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute).Format("2006-01-02T15:04:05")
+	_, err = scheduler.NewFromConfig(b.Config).CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+		Name: aws.String("once"), GroupName: aws.String(awslocal.ScheduleGroupName(stack)),
+		ScheduleExpression: aws.String(fmt.Sprintf("at(%s)", at)),
+		FlexibleTimeWindow: &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
+		Target: &schedtypes.Target{Arn: aws.String(attrs.Attributes["QueueArn"]),
+			RoleArn: aws.String(awslocal.SchedulerRoleARN(stack)), Input: aws.String("scheduled")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, 60*time.Second, "5 messages handled, 1 failed", func() bool {
+		size, failures := batchTotals(stderr.String())
+		return size >= 5 && failures >= 1
+	})
+	if size, failures := batchTotals(stderr.String()); size != 5 || failures != 1 {
+		t.Errorf("batches handled %d messages with %d failures, want 5 and 1:\n%s", size, failures, stderr.String())
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel, want 0:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+	exit <- exitOK // for the deferred wait
+	if !strings.Contains(stderr.String(), "stopped") {
+		t.Errorf("stderr lacks the stopped line:\n%s", stderr.String())
+	}
+	if pids := children(t); len(pids) > 0 {
+		t.Errorf("child processes left after run returned: %v", pids)
+	}
+}
+
+func TestRunUsageAndBuildErrors(t *testing.T) {
+	t.Parallel()
+	bad := "../../internal/lambdarun/testdata/badfn"
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"neither", []string{"run", "--stack", "s"}, exitUsage, "run needs --function DIR"},
+		{"both", []string{"run", "--stack", "s", "--function", ".", "--bootstrap", "x"}, exitUsage, "not both"},
+		{"no stack", []string{"run", "--bootstrap", "x"}, exitUsage, "run needs --stack NAME"},
+		{"bad concurrency", []string{"run", "--stack", "s", "--bootstrap", "x", "--concurrency", "0"}, exitUsage, "--concurrency 0"},
+		{"missing bootstrap", []string{"run", "--stack", "s", "--bootstrap", filepath.Join(t.TempDir(), "nope")}, exitError, "--bootstrap:"},
+		{"build failure", []string{"run", "--stack", "s", "--function", bad}, exitError, "undefined: undefinedFunction"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(context.Background(), tt.args, &out, &errOut); code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tt.want) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut.String(), tt.want)
+			}
+		})
+	}
+}
