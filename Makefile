@@ -10,7 +10,7 @@ BENCH ?= .
 -include mk/*.mk
 
 help: ## Show the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-24s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 test: fmt-check vet unit ## Run every check and test: gofmt, go vet, go test -race
 
