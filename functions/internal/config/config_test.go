@@ -1,0 +1,118 @@
+package config
+
+import (
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadWorker(t *testing.T) {
+	t.Parallel()
+	defaults := Worker{LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    Worker
+		wantErr []string // one substring per expected error line
+	}{
+		{name: "empty: defaults", env: nil, want: defaults},
+		{
+			name: "everything set",
+			env: map[string]string{
+				EnvQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", EnvDLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
+				EnvTable: "jobs-table", EnvLogLevel: "DEBUG", EnvConcurrency: "25", EnvDeadlineMargin: "1500ms", EnvScheduleGroup: "sqsworker",
+			},
+			want: Worker{
+				QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", DLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
+				Table: "jobs-table", LogLevel: slog.LevelDebug, Concurrency: 25, DeadlineMargin: 1500 * time.Millisecond, ScheduleGroup: "sqsworker",
+			},
+		},
+		{name: "warn level", env: map[string]string{EnvLogLevel: "warn"}, want: Worker{LogLevel: slog.LevelWarn, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
+		{name: "error level", env: map[string]string{EnvLogLevel: " error "}, want: Worker{LogLevel: slog.LevelError, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
+		{name: "bad level", env: map[string]string{EnvLogLevel: "verbose"}, want: defaults, wantErr: []string{"SQSWORKER_LOG_LEVEL=\"verbose\" is not a log level"}},
+		{name: "concurrency not a number", env: map[string]string{EnvConcurrency: "ten"}, want: defaults, wantErr: []string{"SQSWORKER_CONCURRENCY=\"ten\" is not an integer"}},
+		{name: "concurrency zero", env: map[string]string{EnvConcurrency: "0"}, want: defaults, wantErr: []string{"SQSWORKER_CONCURRENCY=0 is out of range"}},
+		{name: "margin not a duration", env: map[string]string{EnvDeadlineMargin: "2"}, want: defaults, wantErr: []string{"SQSWORKER_DEADLINE_MARGIN=\"2\" is not a Go duration"}},
+		{name: "margin negative", env: map[string]string{EnvDeadlineMargin: "-1s"}, want: defaults, wantErr: []string{"SQSWORKER_DEADLINE_MARGIN=-1s is out of range"}},
+		{name: "margin too long", env: map[string]string{EnvDeadlineMargin: "11m"}, want: defaults, wantErr: []string{"SQSWORKER_DEADLINE_MARGIN=11m0s is out of range"}},
+		{name: "queue URL without a queue", env: map[string]string{EnvQueueURL: "https://sqs.eu-west-1.amazonaws.com/"}, want: defaults, wantErr: []string{"SQSWORKER_QUEUE_URL=\"https://sqs.eu-west-1.amazonaws.com/\" is not a queue URL"}},
+		{name: "dlq URL is a name", env: map[string]string{EnvDLQURL: "jobs-dlq"}, want: defaults, wantErr: []string{"SQSWORKER_DLQ_URL=\"jobs-dlq\" is not a queue URL"}},
+		{name: "bad table", env: map[string]string{EnvTable: "a b"}, want: defaults, wantErr: []string{"SQSWORKER_TABLE=\"a b\" is not a DynamoDB table name"}},
+		{name: "bad schedule group", env: map[string]string{EnvScheduleGroup: "a/b"}, want: Worker{LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second, ScheduleGroup: "a/b"}, wantErr: []string{"SQSWORKER_SCHEDULE_GROUP=\"a/b\""}},
+		{
+			name: "several errors: one line each",
+			env:  map[string]string{EnvLogLevel: "loud", EnvConcurrency: "-3", EnvDeadlineMargin: "soon"},
+			want: defaults,
+			wantErr: []string{
+				"SQSWORKER_LOG_LEVEL=\"loud\"", "SQSWORKER_CONCURRENCY=-3 is out of range", "SQSWORKER_DEADLINE_MARGIN=\"soon\"",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := LoadWorker(env(tt.env))
+			checkErr(t, err, tt.wantErr)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("LoadWorker = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadAPI(t *testing.T) {
+	t.Parallel()
+	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    API
+		wantErr []string
+	}{
+		{name: "queue only", env: map[string]string{EnvQueueURL: q}, want: API{QueueURL: q, LogLevel: slog.LevelInfo}},
+		{name: "queue and table", env: map[string]string{EnvQueueURL: q, EnvTable: "jobs", EnvLogLevel: "debug"}, want: API{QueueURL: q, Table: "jobs", LogLevel: slog.LevelDebug}},
+		{name: "queue missing", env: nil, want: API{LogLevel: slog.LevelInfo}, wantErr: []string{"SQSWORKER_QUEUE_URL is required"}},
+		{name: "queue invalid", env: map[string]string{EnvQueueURL: "ftp://x/y"}, want: API{LogLevel: slog.LevelInfo}, wantErr: []string{"SQSWORKER_QUEUE_URL=\"ftp://x/y\" is not a queue URL"}},
+		{
+			name: "queue missing and bad table", env: map[string]string{EnvTable: "x"}, want: API{LogLevel: slog.LevelInfo},
+			wantErr: []string{"SQSWORKER_QUEUE_URL is required", "SQSWORKER_TABLE=\"x\""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := LoadAPI(env(tt.env))
+			checkErr(t, err, tt.wantErr)
+			if got != tt.want {
+				t.Errorf("LoadAPI = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// checkErr checks that err has exactly one line per wanted substring, in order.
+func checkErr(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("no error, want %q", want)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("error has %d lines, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("error line %d = %q, want it to contain %q", i, lines[i], w)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+// Command worker is the sqsworker consumer Lambda function: an SQS event source mapping (with
+// ReportBatchItemFailures) invokes it with batches of jobs, and it answers with the partial batch
+// response. Build it for the provided.al2023 runtime as a file named bootstrap, with
+// -tags lambda.norpc (make build).
+//
+// It is configured from its environment (see functions/internal/config and docs/FUNCTIONS.md):
+// every missing or invalid setting is reported on its own line on stderr, and the process exits
+// with status 1. It registers the example job kinds; a real deployment copies this file and
+// registers its own.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+func main() {
+	h, err := setup(context.Background(), os.Getenv, os.Stderr, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lambda.StartHandler(h)
+}
+
+// setup reads the configuration with getenv and builds the handler. Logs go to logw (JSON),
+// metrics to metricsw (EMF). The error has one line per problem.
+func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Writer) (lambda.Handler, error) {
+	cfg, err := config.LoadWorker(getenv)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	slog.SetDefault(logger)
+
+	// AWS_ENDPOINT_URL, AWS_REGION and the execution role's credentials are read by the SDK.
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load the AWS configuration: %w", err)
+	}
+
+	reg := jobs.NewRegistry()
+	if err := examplejobs.Register(reg, jobs.Exponential{}, examplejobs.NewSideEffects()); err != nil {
+		return nil, fmt.Errorf("register the job kinds: %w", err)
+	}
+
+	m := newQueueMetrics(cfg.QueueURL, metricsw)
+	wcfg := worker.Config{
+		Registry:       reg,
+		SQS:            sqs.NewFromConfig(awsCfg),
+		QueueURL:       cfg.QueueURL,
+		DLQURL:         cfg.DLQURL,
+		Concurrency:    cfg.Concurrency,
+		DeadlineMargin: cfg.DeadlineMargin,
+		OnBatch:        m.ObserveBatch,
+		Logger:         logger,
+	}
+	if cfg.Table != "" {
+		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg), Table: cfg.Table})
+		if err != nil {
+			return nil, err
+		}
+		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
+			Store: store, Logger: logger, OnFinishError: m.FinishError,
+		})
+		if err != nil {
+			return nil, err
+		}
+		wcfg.Middleware = append(wcfg.Middleware, idem)
+	}
+	h, err := worker.New(wcfg)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("sqsworker worker ready",
+		slog.String("queue_url", cfg.QueueURL), slog.String("dlq_url", cfg.DLQURL), slog.String("table", cfg.Table),
+		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
+		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""))
+	return &invoker{h: h}, nil
+}
+
+// invoker passes each invocation to the worker, with the event's source ARN in its context so
+// that the metrics name the queue.
+type invoker struct{ h *worker.Handler }
+
+// Invoke implements lambda.Handler.
+func (i *invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	if arn := sourceARN(payload); arn != "" {
+		ctx = context.WithValue(ctx, sourceARNKey{}, arn)
+	}
+	return i.h.Invoke(ctx, payload)
+}
