@@ -94,9 +94,6 @@ func batchTotals(stderr string) (size, failures int) {
 // the RIE: jobs sent to the queue and a due schedule are processed, the failed one stays on the
 // queue, and cancelling the context stops everything with exit 0.
 func TestRunEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
 	bootstrap := buildEchoFn(t)
 	stack := awslocal.UniqueName("cli-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/status"
+)
+
+// TestRunRealWorkerEndToEnd runs the real worker function (functions/worker, built for the host)
+// under the RIE through `sqsworker run` on the embedded emulator: a job that succeeds, one that
+// fails twice and then succeeds after its backoffs, and a poison job that ends in the DLQ with its
+// reason; the job table says how each ended.
+func TestRunRealWorkerEndToEnd(t *testing.T) {
+	stack := awslocal.UniqueName("cli-worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"run", "--stack", stack, "--function", "../../functions/worker", "--concurrency", "2", "--timeout", "20s"}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-exit:
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return after cancel")
+		}
+	}()
+	waitFor(t, 120*time.Second, "the running line", func() bool {
+		select {
+		case code := <-exit:
+			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		default:
+		}
+		return strings.Contains(stderr.String(), "running ")
+	})
+	m := regexp.MustCompile(`endpoint  (\S+) \(embedded\)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no endpoint line:\n%s", stdout.String())
+	}
+	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: m[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	client := sqs.NewFromConfig(b.Config)
+	q, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.QueueName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.DLQName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := producer.New(producer.Config{SQS: client, QueueURL: aws.ToString(q.QueueUrl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := prod.EnqueueBatch(ctx, []producer.Request{
+		{Args: examplejobs.EmailArgs{To: "ada@example.com"}},
+		{Args: examplejobs.ReportArgs{Name: "monthly"}},
+		{Args: examplejobs.ResizeArgs{URL: "s3://photos/broken.jpg"}},
+	})
+	if err != nil || producer.JoinErrors(results) != nil {
+		t.Fatal(err, producer.JoinErrors(results))
+	}
+	st, err := status.New(status.Config{Client: b.DynamoDB(), Table: awslocal.TableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(i int) (idempotency.State, int) {
+		j, err := st.Get(ctx, results[i].Kind, results[i].Key)
+		if err != nil {
+			return "", 0
+		}
+		return j.State, j.Runs
+	}
+	waitFor(t, 150*time.Second, "every job settled in the table", func() bool {
+		s0, _ := state(0)
+		s1, _ := state(1)
+		s2, _ := state(2)
+		return s0 == idempotency.StateSucceeded && s1 == idempotency.StateSucceeded && s2 == idempotency.StateDead
+	})
+	if s, runs := state(1); s != idempotency.StateSucceeded || runs != 3 {
+		t.Errorf("report.build: %s after %d runs, want succeeded after 3", s, runs)
+	}
+	if s, runs := state(2); s != idempotency.StateDead || runs != examplejobs.MaxAttempts {
+		t.Errorf("image.resize: %s after %d runs, want dead after %d", s, runs, examplejobs.MaxAttempts)
+	}
+	dl, err := dlq.New(dlq.Config{SQS: client, DLQURL: aws.ToString(d.QueueUrl), SourceURL: aws.ToString(q.QueueUrl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *dlq.Message
+	waitFor(t, 30*time.Second, "the poison job in the DLQ", func() bool {
+		msgs, err := dl.Peek(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range msgs {
+			if msgs[i].JobID == results[2].ID {
+				found = &msgs[i]
+				return true
+			}
+		}
+		return false
+	})
+	if found.Reason != "exhausted" || found.Attempts != examplejobs.MaxAttempts || !strings.Contains(found.Failure.Error, "corrupt image") {
+		t.Errorf("dead letter = %+v", found)
+	}
+}
