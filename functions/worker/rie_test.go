@@ -31,9 +31,6 @@ var invokeEnv = []string{
 // Runtime Interface Emulator once per events/*.json, and compares each response with the
 // event's .expected.json.
 func TestEventsUnderRIE(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the bootstrap and the RIE")
-	}
 	events, err := filepath.Glob("../../events/*.json")
 	if err != nil {
 		t.Fatal(err)
