@@ -7,13 +7,12 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sqsworker/sqsworker/internal/jsonscan"
 	"github.com/sqsworker/sqsworker/internal/sqsevent"
 )
 
@@ -69,27 +68,9 @@ func appendResponse(dst []byte, failed []string) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"itemIdentifier":`...)
-		dst = appendJSONString(dst, id)
+		dst = jsonscan.AppendString(dst, id)
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}"...)
 }
 
-func appendJSONString(dst []byte, s string) []byte {
-	if !strings.ContainsAny(s, "\"\\") && isPrintableASCII(s) {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
-}
-
-func isPrintableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
