@@ -73,4 +73,3 @@ func appendResponse(dst []byte, failed []string) []byte {
 	}
 	return append(dst, "]}"...)
 }
-
