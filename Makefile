@@ -12,7 +12,7 @@ BENCH ?= .
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-24s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-test: fmt-check vet unit ## Run every check and test: gofmt, go vet, go test -race
+test: fmt-check vet unit infra-test ## Run every check and test: gofmt, go vet, go test -race, and the infra module's
 
 fmt-check: ## Fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,0 +1,342 @@
+package jobqueue
+
+import (
+	"archive/zip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// The tests share one Node process (jsii); they run serially (no t.Parallel) and each template is
+// synthesized once.
+
+var assetPath string
+
+func TestMain(m *testing.M) {
+	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	dir, err := os.MkdirTemp("", "jobqueue-test")
+	if err != nil {
+		panic(err)
+	}
+	assetPath = filepath.Join(dir, "worker-arm64.zip")
+	if err := writeZip(assetPath); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	jsii.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func writeZip(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw := zip.NewWriter(f)
+	w, err := zw.Create("bootstrap")
+	if err != nil {
+		return err
+	}
+	w.Write([]byte("#!/bin/sh\n"))
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+type synth struct {
+	once sync.Once
+	tmpl assertions.Template
+	jq   *JobQueue
+}
+
+var standard, fifo, provisioned synth
+
+func (s *synth) get(t *testing.T, props Props) (assertions.Template, *JobQueue) {
+	t.Helper()
+	s.once.Do(func() {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		stack := awscdk.NewStack(app, jsii.String("Test"), nil)
+		props.WorkerAsset = assetPath
+		jq, err := New(stack, "Jobs", props)
+		if err != nil {
+			panic(err)
+		}
+		producer := awsiam.NewRole(stack, jsii.String("Producer"), &awsiam.RoleProps{
+			AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		})
+		jq.GrantEnqueue(producer)
+		s.jq = jq
+		s.tmpl = assertions.Template_FromStack(stack, nil)
+	})
+	return s.tmpl, s.jq
+}
+
+func std(t *testing.T) assertions.Template {
+	tmpl, _ := standard.get(t, Props{Name: "demo", MaxConcurrency: 20, ReservedConcurrency: 25, LogLevel: "debug"})
+	return tmpl
+}
+
+// check turns an assertions panic (a jsii error) into a test failure.
+func check(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%v", r)
+		}
+	}()
+	f()
+}
+
+func TestResourceCounts(t *testing.T) {
+	tmpl := std(t)
+	for typ, n := range map[string]float64{
+		"AWS::SQS::Queue": 3, "AWS::SQS::QueuePolicy": 3, "AWS::DynamoDB::Table": 1,
+		"AWS::Lambda::Function": 1, "AWS::Lambda::EventSourceMapping": 1, "AWS::Logs::LogGroup": 1,
+		"AWS::Scheduler::ScheduleGroup": 1, "AWS::CloudWatch::Alarm": 5, "AWS::SNS::Topic": 1,
+		"AWS::CloudWatch::Dashboard": 1,
+	} {
+		check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+	}
+}
+
+func TestQueues(t *testing.T) {
+	tmpl := std(t)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"QueueName":            "demo-jobs",
+			"SqsManagedSseEnabled": true,
+			"VisibilityTimeout":    180,
+			"RedrivePolicy": map[string]any{
+				"maxReceiveCount":     15,
+				"deadLetterTargetArn": assertions.Match_AnyValue(),
+			},
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"QueueName":              "demo-jobs-dlq",
+			"SqsManagedSseEnabled":   true,
+			"MessageRetentionPeriod": 1209600,
+		})
+	})
+	// TLS only: each queue policy denies requests without aws:SecureTransport.
+	policies := *tmpl.FindResources(jsii.String("AWS::SQS::QueuePolicy"), nil)
+	for id, p := range policies {
+		if b, _ := json.Marshal(p); !strings.Contains(string(b), `"aws:SecureTransport":"false"`) {
+			t.Errorf("queue policy %s has no TLS-only deny: %s", id, b)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	tmpl := std(t)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"TableName":                        "demo-jobs",
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": "exp", "Enabled": true},
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"DeletionProtectionEnabled":        false,
+			"AttributeDefinitions": assertions.Match_ArrayWith(&[]any{
+				map[string]any{"AttributeName": "pk", "AttributeType": "S"},
+				map[string]any{"AttributeName": "gsi1pk", "AttributeType": "S"},
+				map[string]any{"AttributeName": "gsi1sk", "AttributeType": "N"},
+				map[string]any{"AttributeName": "job_id", "AttributeType": "S"},
+			}),
+			"GlobalSecondaryIndexes": []any{
+				map[string]any{
+					"IndexName": "by_status",
+					"KeySchema": []any{
+						map[string]any{"AttributeName": "gsi1pk", "KeyType": "HASH"},
+						map[string]any{"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": ByStatusProjection},
+				},
+				map[string]any{
+					"IndexName":  "by_id",
+					"KeySchema":  []any{map[string]any{"AttributeName": "job_id", "KeyType": "HASH"}},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				},
+			},
+		})
+	})
+}
+
+func TestWorkerFunction(t *testing.T) {
+	tmpl := std(t)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Runtime":                      "provided.al2023",
+			"Architectures":                []any{"arm64"},
+			"Handler":                      "bootstrap",
+			"MemorySize":                   512,
+			"Timeout":                      30,
+			"ReservedConcurrentExecutions": 25,
+			"Environment": map[string]any{"Variables": map[string]any{
+				EnvQueueURL:      map[string]any{"Ref": assertions.Match_AnyValue()},
+				EnvDLQURL:        map[string]any{"Ref": assertions.Match_AnyValue()},
+				EnvTable:         map[string]any{"Ref": assertions.Match_AnyValue()},
+				EnvLogLevel:      "debug",
+				EnvScheduleGroup: "demo-jobs",
+			}},
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"BatchSize":             10,
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+			"ScalingConfig":         map[string]any{"MaximumConcurrency": 20},
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{"RetentionInDays": 30})
+	})
+}
+
+// TestIAM checks the policies name exact resources: no bare "*".
+func TestIAM(t *testing.T) {
+	tmpl := std(t)
+	policies := *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil)
+	if len(policies) == 0 {
+		t.Fatal("no IAM policies")
+	}
+	var worker []string
+	for id, p := range policies {
+		doc := (*p)["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)
+		for _, s := range doc["Statement"].([]any) {
+			st := s.(map[string]any)
+			if r, _ := st["Resource"].(string); r == "*" {
+				t.Errorf("policy %s: statement %v has Resource *", id, st)
+			}
+			if strings.Contains(id, "Worker") {
+				b, _ := json.Marshal(st["Action"])
+				worker = append(worker, string(b))
+			}
+		}
+	}
+	all := strings.Join(worker, " ")
+	for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage", "dynamodb:PutItem", "dynamodb:Query"} {
+		if !strings.Contains(all, a) {
+			t.Errorf("worker policy lacks %s: %s", a, all)
+		}
+	}
+	for _, a := range []string{"sqs:*", "dynamodb:*", "scheduler:"} {
+		if strings.Contains(all, a) {
+			t.Errorf("worker policy has %s: %s", a, all)
+		}
+	}
+}
+
+func TestScheduling(t *testing.T) {
+	tmpl := std(t)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::ScheduleGroup"), map[string]any{"Name": "demo-jobs"})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::IAM::Role"), map[string]any{
+			"AssumeRolePolicyDocument": map[string]any{"Statement": []any{map[string]any{
+				"Action":    "sts:AssumeRole",
+				"Effect":    "Allow",
+				"Principal": map[string]any{"Service": "scheduler.amazonaws.com"},
+				"Condition": map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": map[string]any{"Ref": "AWS::AccountId"}}},
+			}}},
+		})
+	})
+	// The producer may send, manage schedules in the group, and pass the scheduler role.
+	b, _ := json.Marshal(*tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil))
+	for _, a := range []string{"scheduler:CreateSchedule", "iam:PassRole"} {
+		if !strings.Contains(string(b), a) {
+			t.Errorf("no policy grants %s", a)
+		}
+	}
+}
+
+func TestDashboard(t *testing.T) {
+	tmpl := std(t)
+	b, _ := json.Marshal(*tmpl.FindResources(jsii.String("AWS::CloudWatch::Dashboard"), nil))
+	for _, want := range []string{`MetricName=\\\"JobsSucceeded\\\" Queue=\\\"demo-jobs\\\"`, "ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "p99"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("dashboard lacks %s: %s", want, b)
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	tmpl := std(t)
+	outs := *tmpl.FindOutputs(jsii.String("*"), nil)
+	var names []string
+	for id := range outs {
+		names = append(names, id)
+	}
+	joined := strings.Join(names, " ")
+	for _, want := range []string{"QueueUrl", "QueueArn", "DLQUrl", "DLQArn", "TableName", "ScheduleGroupName", "SchedulerRoleArn", "SchedulerDLQArn", "AlarmTopicArn"} {
+		if !strings.Contains(joined, "Jobs"+want) {
+			t.Errorf("no output %s in %s", want, joined)
+		}
+	}
+}
+
+func TestFIFO(t *testing.T) {
+	tmpl, _ := fifo.get(t, Props{Name: "demo", FIFO: true, DisableScheduling: true, DeletionProtection: true})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"QueueName": "demo-jobs.fifo", "FifoQueue": true, "ContentBasedDeduplication": true,
+			"RedrivePolicy": assertions.Match_ObjectLike(&map[string]any{"maxReceiveCount": 15}),
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "demo-jobs-dlq.fifo", "FifoQueue": true})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"MaximumBatchingWindowInSeconds": assertions.Match_Absent(),
+			"FunctionResponseTypes":          []any{"ReportBatchItemFailures"},
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{"DeletionProtectionEnabled": true})
+	})
+	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Scheduler::ScheduleGroup"), jsii.Number(0)) })
+	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2)) })
+}
+
+func TestProvisionedMode(t *testing.T) {
+	tmpl, _ := provisioned.get(t, Props{Name: "hot", MinPollers: 5, MaxPollers: 50, BatchSize: 100, BatchingWindow: time.Second})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"BatchSize":                      100,
+			"MaximumBatchingWindowInSeconds": 1,
+			"ProvisionedPollerConfig":        map[string]any{"MinimumPollers": 5, "MaximumPollers": 50},
+			"ScalingConfig":                  assertions.Match_Absent(),
+		})
+	})
+}
+
+// TestNewRefuses checks New fails with the rule's message, and on a missing asset tells to build.
+func TestNewRefuses(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
+	_, err := New(stack, "Jobs", Props{Name: "bad", Timeout: 30 * time.Second, VisibilityTimeout: 30 * time.Second, WorkerAsset: assetPath})
+	if err == nil || !strings.Contains(err.Error(), "must be at least 6 × function Timeout") {
+		t.Errorf("visibility: err = %v", err)
+	}
+	_, err = New(stack, "Jobs2", Props{Name: "bad", WorkerAsset: filepath.Join(t.TempDir(), "none.zip")})
+	if err == nil || !strings.Contains(err.Error(), "run `make build`") {
+		t.Errorf("missing asset: err = %v", err)
+	}
+	if n := len(*stack.Node().Children()); n != 0 {
+		t.Errorf("New created %d constructs before failing", n)
+	}
+}

@@ -1,0 +1,53 @@
+package jobqueue
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+func TestNag(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Nag"), nil)
+	if _, err := New(stack, "Jobs", Props{Name: "nag", WorkerAsset: assetPath}); err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	ann := assertions.Annotations_FromStack(stack)
+	for _, m := range *ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		t.Errorf("error %s: %v", *m.Id, m.Entry.Data)
+	}
+	for _, m := range *ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		t.Logf("warning %s: %v", *m.Id, m.Entry.Data)
+	}
+	// Every suppression carries a written reason.
+	b, _ := json.Marshal(assertions.Template_FromStack(stack, nil).ToJSON())
+	var tmpl struct {
+		Resources map[string]struct {
+			Metadata struct {
+				CdkNag struct {
+					Rules []struct{ ID, Reason string } `json:"rules_to_suppress"`
+				} `json:"cdk_nag"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for id, r := range tmpl.Resources {
+		for _, rule := range r.Metadata.CdkNag.Rules {
+			n++
+			if len(rule.Reason) < 40 {
+				t.Errorf("%s: suppression %s has no real reason: %q", id, rule.ID, rule.Reason)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d suppressions, want 2 (update this test when adding one, with its reason)", n)
+	}
+}

@@ -1,0 +1,186 @@
+// Package jobqueue is the CDK construct that deploys one sqsworker job system: the queue and its
+// DLQ, the job table, the worker function with its SQS event source, the Scheduler group and role,
+// alarms, and the outputs producers and the sqsworker CLI read.
+package jobqueue
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+)
+
+// Defaults of Props.
+const (
+	DefaultMaxAttempts    = 5 // DESIGN §4: MaxAttempts per kind, default 5
+	DefaultMemoryMB       = 512
+	DefaultTimeout        = 30 * time.Second
+	DefaultBatchSize      = 10
+	DefaultMaxConcurrency = 10
+	DefaultWorkerAsset    = "../dist/worker-arm64.zip"
+	DLQRetention          = 14 * 24 * time.Hour
+)
+
+// Props configures a JobQueue. The zero value is a standard queue with the defaults above.
+type Props struct {
+	// Name prefixes the resource names (pkg/awslocal): queue <Name>-jobs, DLQ <Name>-jobs-dlq,
+	// table <Name>-jobs, schedule group <Name>-jobs. Required.
+	Name string
+	// FIFO makes both queues FIFO with content-based deduplication (batch ≤ 10, no window).
+	FIFO bool
+
+	// MaxAttempts is the largest MaxAttempts of any kind the worker runs (default 5).
+	MaxAttempts int
+	// MaxReceiveCount is the redrive policy's maxReceiveCount (default and minimum 3 × MaxAttempts).
+	MaxReceiveCount int
+	// VisibilityTimeout of the queue (default 6 × Timeout + BatchingWindow).
+	VisibilityTimeout time.Duration
+
+	// WorkerAsset is the worker zip built by `make build` (default ../dist/worker-arm64.zip,
+	// relative to infra/ where cdk runs).
+	WorkerAsset string
+	// MemoryMB of the worker function (default 512).
+	MemoryMB int
+	// Timeout of the worker function (default 30s, at most 15 minutes).
+	Timeout time.Duration
+	// ReservedConcurrency of the worker function (0: none). Must be ≥ MaxConcurrency when set.
+	ReservedConcurrency int
+	// LogLevel, Concurrency and DeadlineMargin are passed as SQSWORKER_LOG_LEVEL,
+	// SQSWORKER_CONCURRENCY and SQSWORKER_DEADLINE_MARGIN when set.
+	LogLevel       string
+	Concurrency    int
+	DeadlineMargin time.Duration
+
+	// BatchSize of the event source (default 10; FIFO ≤ 10; standard ≤ 10,000).
+	BatchSize int
+	// BatchingWindow of the event source (0: none; required ≥ 1s when BatchSize > 10; FIFO: 0).
+	BatchingWindow time.Duration
+	// MaxConcurrency is the event source's MaximumConcurrency, 2–1000 (default 10 unless
+	// provisioned mode is chosen; the two are mutually exclusive).
+	MaxConcurrency int
+	// MinPollers and MaxPollers choose provisioned mode (ProvisionedPollerConfig) for
+	// fast-scaling high-volume queues: minimum 2–200, maximum 2–10,000 (SQS), min ≤ max. Setting
+	// either one selects the mode; 0 leaves that bound to Lambda's default (2 and 200).
+	MinPollers int
+	MaxPollers int
+	// LogRetention of the worker's log group (default one month).
+	LogRetention awslogs.RetentionDays
+
+	// DeletionProtection of the table.
+	DeletionProtection bool
+	// DisableScheduling omits the schedule group and the scheduler role.
+	DisableScheduling bool
+	// AlarmEmail, when set, subscribes an address to the alarm topic.
+	AlarmEmail string
+}
+
+// withDefaults returns p with the zero fields defaulted.
+func (p Props) withDefaults() Props {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MaxReceiveCount == 0 {
+		p.MaxReceiveCount = 3 * p.MaxAttempts
+	}
+	if p.WorkerAsset == "" {
+		p.WorkerAsset = DefaultWorkerAsset
+	}
+	if p.MemoryMB == 0 {
+		p.MemoryMB = DefaultMemoryMB
+	}
+	if p.Timeout == 0 {
+		p.Timeout = DefaultTimeout
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = DefaultBatchSize
+	}
+	if p.MaxConcurrency == 0 && !p.Provisioned() {
+		p.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if p.VisibilityTimeout == 0 {
+		p.VisibilityTimeout = 6*p.Timeout + p.BatchingWindow
+	}
+	return p
+}
+
+// Provisioned reports whether p selects provisioned mode (MinPollers or MaxPollers set).
+func (p Props) Provisioned() bool { return p.MinPollers != 0 || p.MaxPollers != 0 }
+
+// Validate reports every rule p (after defaults) breaks, joined; nil when p is deployable.
+func (p Props) Validate() error {
+	p = p.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jobqueue: "+format, args...)) }
+	if p.Name == "" {
+		bad("Name is required (it prefixes the queue, DLQ, table and schedule group names)")
+	}
+	if p.MaxAttempts < 1 {
+		bad("MaxAttempts=%d must be at least 1", p.MaxAttempts)
+	}
+	if p.MaxReceiveCount < 3*p.MaxAttempts {
+		bad("MaxReceiveCount=%d must be at least 3 × MaxAttempts = %d (DESIGN §4: the redrive policy is the safety net, not the retry policy)", p.MaxReceiveCount, 3*p.MaxAttempts)
+	}
+	if p.MaxReceiveCount > 1000 {
+		bad("MaxReceiveCount=%d exceeds SQS's maximum of 1000", p.MaxReceiveCount)
+	}
+	if p.Timeout < time.Second || p.Timeout > 15*time.Minute || p.Timeout%time.Second != 0 {
+		bad("Timeout=%s must be whole seconds between 1s and 15m", p.Timeout)
+	}
+	if p.BatchingWindow < 0 || p.BatchingWindow > 5*time.Minute || p.BatchingWindow%time.Second != 0 {
+		bad("BatchingWindow=%s must be whole seconds between 0 and 5m", p.BatchingWindow)
+	}
+	if min := 6*p.Timeout + p.BatchingWindow; p.VisibilityTimeout < min {
+		bad("queue VisibilityTimeout=%s must be at least 6 × function Timeout + BatchingWindow = %s (AWS's rule for SQS event sources)", p.VisibilityTimeout, min)
+	}
+	if p.VisibilityTimeout > 12*time.Hour || p.VisibilityTimeout%time.Second != 0 {
+		bad("queue VisibilityTimeout=%s must be whole seconds and at most 12h", p.VisibilityTimeout)
+	}
+	if p.MemoryMB < 128 || p.MemoryMB > 10240 {
+		bad("MemoryMB=%d must be between 128 and 10240", p.MemoryMB)
+	}
+	if p.Provisioned() {
+		if p.MaxConcurrency != 0 {
+			bad("MaxConcurrency=%d and provisioned mode (MinPollers=%d, MaxPollers=%d) are mutually exclusive: choose one", p.MaxConcurrency, p.MinPollers, p.MaxPollers)
+		}
+		if p.MinPollers != 0 && (p.MinPollers < 2 || p.MinPollers > 200) {
+			bad("MinPollers=%d must be between 2 and 200", p.MinPollers)
+		}
+		if p.MaxPollers != 0 && (p.MaxPollers < 2 || p.MaxPollers > 10000) {
+			bad("MaxPollers=%d must be between 2 and 10000", p.MaxPollers)
+		}
+		if p.MinPollers != 0 && p.MaxPollers != 0 && p.MinPollers > p.MaxPollers {
+			bad("MinPollers=%d is above MaxPollers=%d", p.MinPollers, p.MaxPollers)
+		}
+	} else if p.MaxConcurrency < 2 || p.MaxConcurrency > 1000 {
+		bad("MaxConcurrency=%d must be between 2 and 1000 (the event source's MaximumConcurrency)", p.MaxConcurrency)
+	}
+	if p.ReservedConcurrency < 0 {
+		bad("ReservedConcurrency=%d must not be negative", p.ReservedConcurrency)
+	}
+	if p.ReservedConcurrency > 0 && !p.Provisioned() && p.ReservedConcurrency < p.MaxConcurrency {
+		bad("ReservedConcurrency=%d is below MaxConcurrency=%d: throttled invokes use up receive counts and send jobs to the DLQ", p.ReservedConcurrency, p.MaxConcurrency)
+	}
+	if p.FIFO {
+		if p.BatchSize < 1 || p.BatchSize > 10 {
+			bad("BatchSize=%d: a FIFO queue's event source takes 1–10", p.BatchSize)
+		}
+		if p.BatchingWindow != 0 {
+			bad("BatchingWindow=%s: a FIFO queue's event source takes no batching window", p.BatchingWindow)
+		}
+	} else {
+		if p.BatchSize < 1 || p.BatchSize > 10000 {
+			bad("BatchSize=%d: a standard queue's event source takes 1–10000", p.BatchSize)
+		}
+		if p.BatchSize > 10 && p.BatchingWindow < time.Second {
+			bad("BatchSize=%d above 10 needs a BatchingWindow of at least 1s", p.BatchSize)
+		}
+	}
+	if p.Concurrency < 0 {
+		bad("Concurrency=%d must not be negative", p.Concurrency)
+	}
+	return errors.Join(errs...)
+}

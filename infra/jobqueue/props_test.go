@@ -1,0 +1,52 @@
+package jobqueue
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	ok := Props{Name: "t"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	tests := []struct {
+		name string
+		p    Props
+		want string
+	}{
+		{"no name", Props{}, "Name is required"},
+		{"redrive below 3x attempts", Props{Name: "t", MaxAttempts: 5, MaxReceiveCount: 14}, "MaxReceiveCount=14 must be at least 3 × MaxAttempts = 15"},
+		{"visibility below 6x timeout", Props{Name: "t", Timeout: time.Minute, VisibilityTimeout: 5 * time.Minute}, "queue VisibilityTimeout=5m0s must be at least 6 × function Timeout + BatchingWindow = 6m0s"},
+		{"visibility below 6x timeout + window", Props{Name: "t", Timeout: 10 * time.Second, BatchingWindow: 5 * time.Second, VisibilityTimeout: 60 * time.Second}, "must be at least 6 × function Timeout + BatchingWindow = 1m5s"},
+		{"reserved below max concurrency", Props{Name: "t", MaxConcurrency: 20, ReservedConcurrency: 10}, "ReservedConcurrency=10 is below MaxConcurrency=20"},
+		{"max concurrency too low", Props{Name: "t", MaxConcurrency: 1}, "MaxConcurrency=1 must be between 2 and 1000"},
+		{"max concurrency too high", Props{Name: "t", MaxConcurrency: 1001}, "MaxConcurrency=1001 must be between 2 and 1000"},
+		{"fifo batch too big", Props{Name: "t", FIFO: true, BatchSize: 11}, "BatchSize=11: a FIFO queue's event source takes 1–10"},
+		{"fifo window", Props{Name: "t", FIFO: true, BatchingWindow: time.Second}, "a FIFO queue's event source takes no batching window"},
+		{"standard big batch without window", Props{Name: "t", BatchSize: 100}, "BatchSize=100 above 10 needs a BatchingWindow of at least 1s"},
+		{"standard batch too big", Props{Name: "t", BatchSize: 10001, BatchingWindow: time.Second}, "BatchSize=10001: a standard queue's event source takes 1–10000"},
+		{"timeout too long", Props{Name: "t", Timeout: 16 * time.Minute}, "Timeout=16m0s must be whole seconds between 1s and 15m"},
+		{"provisioned and max concurrency", Props{Name: "t", MaxConcurrency: 10, MinPollers: 2}, "MaxConcurrency=10 and provisioned mode (MinPollers=2, MaxPollers=0) are mutually exclusive"},
+		{"min pollers too low", Props{Name: "t", MinPollers: 1}, "MinPollers=1 must be between 2 and 200"},
+		{"max pollers too high", Props{Name: "t", MaxPollers: 10001}, "MaxPollers=10001 must be between 2 and 10000"},
+		{"min above max pollers", Props{Name: "t", MinPollers: 50, MaxPollers: 10}, "MinPollers=50 is above MaxPollers=10"},
+		{"memory too small", Props{Name: "t", MemoryMB: 64}, "MemoryMB=64 must be between 128 and 10240"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	p := Props{Name: "t", Timeout: 20 * time.Second, BatchingWindow: 3 * time.Second}.withDefaults()
+	if p.MaxReceiveCount != 15 || p.VisibilityTimeout != 123*time.Second || p.MaxConcurrency != 10 || p.BatchSize != 10 {
+		t.Fatalf("defaults = %+v", p)
+	}
+}

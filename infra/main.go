@@ -1,0 +1,117 @@
+// Command infra is the CDK app of sqsworker: one stack holding one jobqueue.JobQueue, configured
+// from cdk.json context (override with `cdk synth -c key=value`). See README.md.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sqsworker/sqsworker/infra/jobqueue"
+)
+
+func main() {
+	defer jsii.Close()
+	app := awscdk.NewApp(nil)
+	if err := build(app); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		jsii.Close()
+		os.Exit(1)
+	}
+	app.Synth(nil)
+}
+
+// build adds the stack named by the "stack" context value (default "sqsworker") to app.
+func build(app awscdk.App) error {
+	props, err := PropsFromContext(func(key string) string {
+		switch v := app.Node().TryGetContext(jsii.String(key)).(type) {
+		case nil:
+			return ""
+		case string:
+			return v
+		default:
+			return fmt.Sprint(v)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	stackProps := &awscdk.StackProps{Description: jsii.String("sqsworker job system " + props.Name)}
+	// Environment-agnostic unless the CLI knows both the account and the region.
+	if account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); account != "" && region != "" {
+		stackProps.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
+	}
+	stack := awscdk.NewStack(app, jsii.String(props.Name), stackProps)
+	_, err = jobqueue.New(stack, "Jobs", props)
+	return err
+}
+
+// PropsFromContext reads the context keys documented in README.md.
+func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
+	p := jobqueue.Props{Name: "sqsworker"}
+	var errs []error
+	str := func(key string, dst *string) {
+		if v := get(key); v != "" {
+			*dst = v
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		if v := get(key); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s=%q is not a boolean", key, v))
+			}
+			*dst = b
+		}
+	}
+	integer := func(key string, dst *int) {
+		if v := get(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s=%q is not an integer", key, v))
+			}
+			*dst = n
+		}
+	}
+	duration := func(key string, dst *time.Duration) {
+		if v := get(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s=%q is not a Go duration", key, v))
+			}
+			*dst = d
+		}
+	}
+	str("stack", &p.Name)
+	boolean("fifo", &p.FIFO)
+	integer("maxAttempts", &p.MaxAttempts)
+	integer("maxReceiveCount", &p.MaxReceiveCount)
+	duration("visibilityTimeout", &p.VisibilityTimeout)
+	str("workerAsset", &p.WorkerAsset)
+	integer("memoryMB", &p.MemoryMB)
+	duration("timeout", &p.Timeout)
+	integer("reservedConcurrency", &p.ReservedConcurrency)
+	str("logLevel", &p.LogLevel)
+	integer("concurrency", &p.Concurrency)
+	duration("deadlineMargin", &p.DeadlineMargin)
+	integer("batchSize", &p.BatchSize)
+	duration("batchingWindow", &p.BatchingWindow)
+	integer("maxConcurrency", &p.MaxConcurrency)
+	integer("minPollers", &p.MinPollers)
+	integer("maxPollers", &p.MaxPollers)
+	var retention string
+	str("logRetention", &retention)
+	p.LogRetention = awslogs.RetentionDays(retention)
+	boolean("deletionProtection", &p.DeletionProtection)
+	boolean("disableScheduling", &p.DisableScheduling)
+	str("alarmEmail", &p.AlarmEmail)
+	if len(errs) > 0 {
+		return p, fmt.Errorf("infra: %v", errs)
+	}
+	return p, nil
+}
