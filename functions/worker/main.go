@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -85,6 +86,18 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	h, err := worker.New(wcfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.QueueURL != "" {
+		// Warn when a kind's MaxAttempts is close to the queue's maxReceiveCount. In the
+		// background, so the check does not lengthen the cold start; a failure to read the
+		// policy is logged, not fatal.
+		go func() {
+			pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if _, err := h.Preflight(pctx, cfg.QueueURL); err != nil {
+				logger.Warn("sqsworker: could not check the queue's redrive policy", slog.String("error", err.Error()))
+			}
+		}()
 	}
 	logger.Info("sqsworker worker ready",
 		slog.String("queue_url", cfg.QueueURL), slog.String("dlq_url", cfg.DLQURL), slog.String("table", cfg.Table),

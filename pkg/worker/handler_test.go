@@ -757,3 +757,20 @@ func TestDeadLetterKeepsTraceHeaderAndFairQueueGroup(t *testing.T) {
 		t.Errorf("group %q dedup %v: want the fair-queue group and no FIFO dedup id", got, dlq[0].MessageDeduplicationId)
 	}
 }
+
+func TestPreflightWarnsWhenMaxReceiveCountIsTooLow(t *testing.T) {
+	t.Parallel()
+	// The fake queue's redrive policy has maxReceiveCount 15; a kind with MaxAttempts 6 needs 18.
+	s := newTestHandler(t, func(c *Config) { c.QueueURL = testURL }, jobs.WithMaxAttempts(6))
+	warned, err := s.h.Preflight(context.Background(), "")
+	if err != nil || len(warned) != 1 || warned[0] != "test.job" {
+		t.Fatalf("Preflight = %v, %v; want a warning for test.job", warned, err)
+	}
+	if !strings.Contains(s.logs.String(), `"max_receive_count":15`) {
+		t.Errorf("no warning logged:\n%s", s.logs.String())
+	}
+	ok := newTestHandler(t, func(c *Config) { c.QueueURL = testURL }, jobs.WithMaxAttempts(5))
+	if warned, err := ok.h.Preflight(context.Background(), ""); err != nil || len(warned) != 0 {
+		t.Errorf("MaxAttempts 5 with maxReceiveCount 15: %v, %v; want no warning", warned, err)
+	}
+}

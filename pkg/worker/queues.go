@@ -98,3 +98,49 @@ func (h *Handler) urlOfARN(ctx context.Context, arn string) (string, error) {
 	}
 	return aws.ToString(out.QueueUrl), nil
 }
+
+// Preflight reads the source queue's redrive policy and warns (one log line per kind) when a
+// kind's MaxAttempts comes close to its maxReceiveCount: receive counts also grow for deliveries
+// that never ran (FIFO tails, deadline skips, deferrals, throttles), so the redrive policy would
+// move such jobs to the DLQ without the reason before their attempts are spent. DESIGN asks for
+// maxReceiveCount ≥ 3 × the largest MaxAttempts. Call it at cold start; it returns the kinds it
+// warned about. queueURL defaults to Config.QueueURL.
+func (h *Handler) Preflight(ctx context.Context, queueURL string) ([]string, error) {
+	if queueURL == "" {
+		queueURL = h.cfg.QueueURL
+	}
+	if queueURL == "" {
+		return nil, errors.New("worker: Preflight needs a queue URL")
+	}
+	out, err := h.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: read the redrive policy of %s: %w", queueURL, err)
+	}
+	policy := out.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)]
+	if policy == "" {
+		h.cfg.Logger.WarnContext(ctx, "sqsworker: the queue has no redrive policy: messages of crashed or timed-out invocations are retried forever", "queue", queueURL)
+		return nil, nil
+	}
+	var rp struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(policy), &rp); err != nil {
+		return nil, fmt.Errorf("worker: queue %s has an unreadable redrive policy %q", queueURL, policy)
+	}
+	maxReceive, err := rp.MaxReceiveCount.Int64()
+	if err != nil {
+		return nil, fmt.Errorf("worker: queue %s: redrive maxReceiveCount %q: %w", queueURL, rp.MaxReceiveCount, err)
+	}
+	var warned []string
+	for _, k := range h.cfg.Registry.Kinds() {
+		if n := int64(k.Options().MaxAttempts); 3*n > maxReceive {
+			warned = append(warned, k.Name())
+			h.cfg.Logger.WarnContext(ctx, "sqsworker: a kind's MaxAttempts is close to the queue's maxReceiveCount; SQS may dead-letter its jobs (without the reason) before their attempts are spent",
+				"kind", k.Name(), "max_attempts", n, "max_receive_count", maxReceive, "want_at_least", 3*n)
+		}
+	}
+	return warned, nil
+}
