@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
@@ -28,7 +29,7 @@ func main() {
 
 // build adds the stack named by the "stack" context value (default "sqsworker") to app.
 func build(app awscdk.App) error {
-	props, err := PropsFromContext(func(key string) string {
+	get := func(key string) string {
 		switch v := app.Node().TryGetContext(jsii.String(key)).(type) {
 		case nil:
 			return ""
@@ -37,7 +38,8 @@ func build(app awscdk.App) error {
 		default:
 			return fmt.Sprint(v)
 		}
-	})
+	}
+	props, err := PropsFromContext(get)
 	if err != nil {
 		return err
 	}
@@ -47,6 +49,11 @@ func build(app awscdk.App) error {
 		stackProps.Env = &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
 	}
 	stack := awscdk.NewStack(app, jsii.String(props.Name), stackProps)
+	// kmsKeyArn: an existing customer-managed key for the queue and DLQ (default: SSE-SQS). Its
+	// key policy must let this account's IAM policies grant use of it (the default key policy does).
+	if arn := get("kmsKeyArn"); arn != "" {
+		props.EncryptionKey = awskms.Key_FromKeyArn(stack, jsii.String("JobsKey"), jsii.String(arn))
+	}
 	_, err = jobqueue.New(stack, "Jobs", props)
 	return err
 }

@@ -96,12 +96,16 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	jq := &JobQueue{Construct: c, Props: p}
 
-	// Queues: SSE-SQS, TLS only; the DLQ keeps messages 14 days.
+	// Queues: SSE-SQS (or the customer key), TLS only; the DLQ keeps messages 14 days.
 	queueProps := func(name string) *awssqs.QueueProps {
 		qp := &awssqs.QueueProps{
 			QueueName:  jsii.String(name),
 			Encryption: awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL: jsii.Bool(true),
+		}
+		if p.EncryptionKey != nil {
+			qp.Encryption = awssqs.QueueEncryption_KMS
+			qp.EncryptionMasterKey = p.EncryptionKey
 		}
 		if p.FIFO {
 			qp.Fifo = jsii.Bool(true)
@@ -212,9 +216,9 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 		esProps.MaxBatchingWindow = secs(p.BatchingWindow)
 	}
 	// The event source grants the function consume rights on its queue (receive, delete, change
-	// visibility, get attributes/URL).
+	// visibility, get attributes/URL; kms:Decrypt on the customer key when there is one).
 	jq.Worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(jq.Queue, esProps))
-	jq.DLQ.GrantSendMessages(jq.Worker)
+	jq.grantSend(jq.DLQ, jq.Worker)
 	jq.Table.GrantReadWriteData(jq.Worker)
 	suppress(role.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
 		ID:        "AwsSolutions-IAM5",
@@ -236,7 +240,7 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 			}),
 			Description: jsii.String("EventBridge Scheduler sends scheduled jobs to " + QueueName(p.Name, p.FIFO)),
 		})
-		jq.Queue.GrantSendMessages(jq.SchedulerRole)
+		jq.grantSend(jq.Queue, jq.SchedulerRole)
 		// Schedules name this queue as their DeadLetterConfig: deliveries the scheduler cannot
 		// make (queue deleted, role broken) land here instead of being dropped. A standard queue
 		// even for FIFO stacks: Scheduler DLQs must be standard queues.
@@ -287,10 +291,24 @@ func suppress(c constructs.IConstruct, rules ...nagRule) {
 	res.AddMetadata(jsii.String("cdk_nag"), map[string]any{"rules_to_suppress": list})
 }
 
-// GrantEnqueue lets a producer send jobs: SendMessage on the queue and, when scheduling is
-// enabled, writing and deleting schedules in the group plus iam:PassRole on the scheduler role.
+// grantSend lets grantee send to q, the queue or the DLQ. With a customer key it grants only what
+// SendMessage to a KMS-encrypted queue needs on the key, kms:GenerateDataKey and kms:Decrypt,
+// where CDK's GrantSendMessages would add kms:Encrypt and kms:ReEncrypt*.
+func (jq *JobQueue) grantSend(q awssqs.Queue, grantee awsiam.IGrantable) {
+	key := jq.Props.EncryptionKey
+	if key == nil {
+		q.GrantSendMessages(grantee)
+		return
+	}
+	q.Grant(grantee, jsii.String("sqs:SendMessage"), jsii.String("sqs:GetQueueAttributes"), jsii.String("sqs:GetQueueUrl"))
+	key.Grant(grantee, jsii.String("kms:GenerateDataKey"), jsii.String("kms:Decrypt"))
+}
+
+// GrantEnqueue lets a producer send jobs: SendMessage on the queue (with kms:GenerateDataKey and
+// kms:Decrypt on the customer key when there is one) and, when scheduling is enabled, writing and
+// deleting schedules in the group plus iam:PassRole on the scheduler role.
 func (jq *JobQueue) GrantEnqueue(grantee awsiam.IGrantable) {
-	jq.Queue.GrantSendMessages(grantee)
+	jq.grantSend(jq.Queue, grantee)
 	if jq.ScheduleGroup != nil {
 		jq.ScheduleGroup.GrantWriteSchedules(grantee)
 		jq.ScheduleGroup.GrantDeleteSchedules(grantee)

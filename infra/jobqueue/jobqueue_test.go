@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -54,19 +55,49 @@ func writeZip(path string) error {
 	return f.Close()
 }
 
+// newTestApp is an App with the feature flags the app sets in ../cdk.json (the context keys that
+// name a flag, "@aws-cdk/…"), so that the tests check what `make synth` deploys.
+func newTestApp(t *testing.T) awscdk.App {
+	t.Helper()
+	b, err := os.ReadFile("../cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]any{}
+	for k, v := range cfg.Context {
+		if strings.HasPrefix(k, "@aws-cdk") {
+			flags[k] = v
+		}
+	}
+	return awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &flags})
+}
+
 type synth struct {
 	once sync.Once
 	tmpl assertions.Template
 	jq   *JobQueue
 }
 
-var standard, fifo, provisioned synth
+var standard, fifo, provisioned, keyed synth
 
 func (s *synth) get(t *testing.T, props Props) (assertions.Template, *JobQueue) {
 	t.Helper()
+	return s.getWith(t, func(awscdk.Stack) Props { return props })
+}
+
+// getWith is get with props built in the stack (for resources the props refer to).
+func (s *synth) getWith(t *testing.T, mk func(awscdk.Stack) Props) (assertions.Template, *JobQueue) {
+	t.Helper()
 	s.once.Do(func() {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		app := newTestApp(t)
 		stack := awscdk.NewStack(app, jsii.String("Test"), nil)
+		props := mk(stack)
 		props.WorkerAsset = assetPath
 		jq, err := New(stack, "Jobs", props)
 		if err != nil {
@@ -326,7 +357,7 @@ func TestProvisionedMode(t *testing.T) {
 
 // TestNewRefuses checks New fails with the rule's message, and on a missing asset tells to build.
 func TestNewRefuses(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	app := newTestApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
 	_, err := New(stack, "Jobs", Props{Name: "bad", Timeout: 30 * time.Second, VisibilityTimeout: 30 * time.Second, WorkerAsset: assetPath})
 	if err == nil || !strings.Contains(err.Error(), "must be at least 6 × function Timeout") {
@@ -338,5 +369,69 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if n := len(*stack.Node().Children()); n != 0 {
 		t.Errorf("New created %d constructs before failing", n)
+	}
+}
+
+// TestCustomerKey checks the KMS option: both job queues use the key, the scheduler DLQ stays
+// SSE-SQS, and the worker, the producer and the scheduler role get only the key actions they need.
+func TestCustomerKey(t *testing.T) {
+	tmpl, jq := keyed.getWith(t, func(stack awscdk.Stack) Props {
+		key := awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		return Props{Name: "enc", EncryptionKey: key}
+	})
+	keyArn := map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsKey")), "Arn"}}
+	for _, name := range []string{"enc-jobs", "enc-jobs-dlq"} {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+				"QueueName":            name,
+				"KmsMasterKeyId":       keyArn,
+				"SqsManagedSseEnabled": assertions.Match_Absent(),
+			})
+		})
+	}
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"QueueName": "enc-jobs-scheduler-dlq", "SqsManagedSseEnabled": true, "KmsMasterKeyId": assertions.Match_Absent(),
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::SNS::Topic"), map[string]any{"KmsMasterKeyId": assertions.Match_Absent()})
+	})
+
+	// The key actions each role's policy grants, by role.
+	keyActions := map[string]string{}
+	for id, p := range *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
+		props := (*p)["Properties"].(map[string]any)
+		roles, _ := json.Marshal(props["Roles"])
+		for _, s := range props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := s.(map[string]any)
+			b, _ := json.Marshal(st["Resource"])
+			if !strings.Contains(string(b), "JobsKey") {
+				continue
+			}
+			a, _ := json.Marshal(st["Action"])
+			for _, who := range []string{"WorkerRole", "SchedulerRole", "Producer"} {
+				if strings.Contains(string(roles), who) {
+					keyActions[who] += string(a)
+				}
+			}
+			if strings.Contains(string(a), "kms:Encrypt") || strings.Contains(string(a), "kms:ReEncrypt") {
+				t.Errorf("policy %s grants more than needed on the key: %s", id, a)
+			}
+		}
+	}
+	for who, want := range map[string][]string{
+		"WorkerRole":    {"kms:Decrypt", "kms:GenerateDataKey"}, // consume (Decrypt) + send to the DLQ
+		"SchedulerRole": {"kms:Decrypt", "kms:GenerateDataKey"},
+		"Producer":      {"kms:Decrypt", "kms:GenerateDataKey"},
+	} {
+		for _, a := range want {
+			if !strings.Contains(keyActions[who], `"`+a+`"`) {
+				t.Errorf("%s lacks %s on the key: %q", who, a, keyActions[who])
+			}
+		}
+	}
+	if jq.Props.EncryptionKey == nil {
+		t.Error("Props.EncryptionKey lost by withDefaults")
 	}
 }

@@ -6,14 +6,24 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
-func TestNag(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+func TestNag(t *testing.T) { nagCheck(t, false) }
+
+// TestNagCustomerKey runs the pack over a stack whose queues use a customer-managed key.
+func TestNagCustomerKey(t *testing.T) { nagCheck(t, true) }
+
+func nagCheck(t *testing.T, withKey bool) {
+	app := newTestApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Nag"), nil)
-	if _, err := New(stack, "Jobs", Props{Name: "nag", WorkerAsset: assetPath}); err != nil {
+	props := Props{Name: "nag", WorkerAsset: assetPath}
+	if withKey {
+		props.EncryptionKey = awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+	}
+	if _, err := New(stack, "Jobs", props); err != nil {
 		t.Fatal(err)
 	}
 	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)

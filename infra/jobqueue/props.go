@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 )
 
@@ -29,6 +30,12 @@ type Props struct {
 	Name string
 	// FIFO makes both queues FIFO with content-based deduplication (batch ≤ 10, no window).
 	FIFO bool
+	// EncryptionKey, when set, encrypts the queue and its DLQ with this customer-managed KMS key
+	// (QueueEncryption KMS) instead of SSE-SQS. The worker gets kms:Decrypt (consume) and
+	// kms:GenerateDataKey + kms:Decrypt (send to the DLQ) on it; GrantEnqueue and the scheduler
+	// role get kms:GenerateDataKey + kms:Decrypt. The scheduler DLQ and the alarm topic keep their
+	// own encryption. nil (the default): SSE-SQS.
+	EncryptionKey awskms.IKey
 
 	// MaxAttempts is the largest MaxAttempts of any kind the worker runs (default 5).
 	MaxAttempts int
@@ -60,8 +67,8 @@ type Props struct {
 	// provisioned mode is chosen; the two are mutually exclusive).
 	MaxConcurrency int
 	// MinPollers and MaxPollers choose provisioned mode (ProvisionedPollerConfig) for
-	// fast-scaling high-volume queues: minimum 2–200, maximum 2–10,000 (SQS), min ≤ max. Setting
-	// either one selects the mode; 0 leaves that bound to Lambda's default (2 and 200).
+	// fast-scaling high-volume queues: minimum 2–200, maximum 2–MaxPollersLimit (2,000), min ≤
+	// max. Setting either one selects the mode; 0 leaves that bound to Lambda's default (2 and 200).
 	MinPollers int
 	MaxPollers int
 	// LogRetention of the worker's log group (default one month).
@@ -74,6 +81,26 @@ type Props struct {
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
 }
+
+// Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).
+//
+// The Lambda API reference, ProvisionedPollerConfig
+// (https://docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html, current
+// localized copy https://docs.aws.amazon.com/id_id/lambda/latest/api/API_ProvisionedPollerConfig.html),
+// says that for SQS event source mappings MaximumPollers accepts 2–10,000 (default 200) and
+// MinimumPollers needs at least 2 (default 2), with a valid range up to 200.
+// The CloudFormation resource (AWS::Lambda::EventSourceMapping ProvisionedPollerConfig,
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-lambda-eventsourcemapping-provisionedpollerconfig.html)
+// still documents MaximumPollers 1–2,000, and aws-cdk-lib 2.276.0's SqsEventSource rejects a
+// maximum above 2,000 ("Maximum provisioned pollers for SQS must be between 2 and 2000").
+// Since this construct deploys through CDK and CloudFormation, it validates 2–2,000 so that a
+// larger value fails here with a clear message rather than as a jsii panic; raise
+// MaxPollersLimit when CDK and CloudFormation accept the API's 10,000.
+const (
+	MinPollersLow   = 2
+	MinPollersLimit = 200
+	MaxPollersLimit = 2000
+)
 
 // withDefaults returns p with the zero fields defaulted.
 func (p Props) withDefaults() Props {
@@ -146,11 +173,11 @@ func (p Props) Validate() error {
 		if p.MaxConcurrency != 0 {
 			bad("MaxConcurrency=%d and provisioned mode (MinPollers=%d, MaxPollers=%d) are mutually exclusive: choose one", p.MaxConcurrency, p.MinPollers, p.MaxPollers)
 		}
-		if p.MinPollers != 0 && (p.MinPollers < 2 || p.MinPollers > 200) {
-			bad("MinPollers=%d must be between 2 and 200", p.MinPollers)
+		if p.MinPollers != 0 && (p.MinPollers < MinPollersLow || p.MinPollers > MinPollersLimit) {
+			bad("MinPollers=%d must be between %d and %d", p.MinPollers, MinPollersLow, MinPollersLimit)
 		}
-		if p.MaxPollers != 0 && (p.MaxPollers < 2 || p.MaxPollers > 10000) {
-			bad("MaxPollers=%d must be between 2 and 10000", p.MaxPollers)
+		if p.MaxPollers != 0 && (p.MaxPollers < MinPollersLow || p.MaxPollers > MaxPollersLimit) {
+			bad("MaxPollers=%d must be between %d and %d (CloudFormation's and CDK's limit for SQS event sources; the Lambda API documents 10,000)", p.MaxPollers, MinPollersLow, MaxPollersLimit)
 		}
 		if p.MinPollers != 0 && p.MaxPollers != 0 && p.MinPollers > p.MaxPollers {
 			bad("MinPollers=%d is above MaxPollers=%d", p.MinPollers, p.MaxPollers)

@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 		{"timeout too long", Props{Name: "t", Timeout: 16 * time.Minute}, "Timeout=16m0s must be whole seconds between 1s and 15m"},
 		{"provisioned and max concurrency", Props{Name: "t", MaxConcurrency: 10, MinPollers: 2}, "MaxConcurrency=10 and provisioned mode (MinPollers=2, MaxPollers=0) are mutually exclusive"},
 		{"min pollers too low", Props{Name: "t", MinPollers: 1}, "MinPollers=1 must be between 2 and 200"},
-		{"max pollers too high", Props{Name: "t", MaxPollers: 10001}, "MaxPollers=10001 must be between 2 and 10000"},
+		{"max pollers too high", Props{Name: "t", MaxPollers: 2001}, "MaxPollers=2001 must be between 2 and 2000"},
 		{"min above max pollers", Props{Name: "t", MinPollers: 50, MaxPollers: 10}, "MinPollers=50 is above MaxPollers=10"},
 		{"memory too small", Props{Name: "t", MemoryMB: 64}, "MemoryMB=64 must be between 128 and 10240"},
 	}
