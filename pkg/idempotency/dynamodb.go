@@ -162,6 +162,11 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 		if !found {
 			continue // deleted (TTL) between the refused write and the read: try again
 		}
+		if rec.State == StateRunning && rec.Token == req.Token {
+			// Our own earlier attempt won: the SDK retried an UpdateItem whose response was
+			// lost, and the retry was refused by the claim it had made.
+			return ClaimResult{Claimed: true, Record: rec}, nil
+		}
 		if !rec.Expired(req.Now) {
 			if claimable(&rec, &req) {
 				continue // changed between the refused write and the read: try again
@@ -339,7 +344,17 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 		u.rm(AttrGSI1PK, AttrGSI1SK)
 	}
 	u.rm(AttrLease, AttrToken)
-	return s.conditionalUpdate(ctx, "finish", f.Kind, f.Key, cond, u)
+	err := s.conditionalUpdate(ctx, "finish", f.Kind, f.Key, cond, u)
+	if !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
+	// was lost) found it already done. Tell them apart by reading the record.
+	rec, gerr := s.Get(ctx, f.Kind, f.Key)
+	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
+		return nil
+	}
+	return err
 }
 
 // Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
