@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"
@@ -42,10 +43,7 @@ func TestMain(m *testing.M) {
 // backend is the process's embedded emulator; the commands reach it by its URL.
 func backend(t *testing.T) *awslocal.Backend {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
+	b := awslocaltest.Backend(t)
 	return b
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -28,10 +29,7 @@ func TestRunOneJobThenStop(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	ctx := context.Background()
 	name := awslocal.UniqueName("container")
 	client := sqs.NewFromConfig(b.Config)

@@ -11,15 +11,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 )
 
 func TestProvisionCreatesQueueDLQAndRedrive(t *testing.T) {
 	t.Parallel()
 	for _, fifo := range []bool{false, true} {
-		b, err := awslocal.Shared()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := awslocaltest.Backend(t)
 		ctx := context.Background()
 		client := sqs.NewFromConfig(b.Config)
 		name := awslocal.UniqueName("prov")
@@ -56,10 +54,7 @@ func TestProvisionCreatesQueueDLQAndRedrive(t *testing.T) {
 
 func TestProvisionRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	client := sqs.NewFromConfig(b.Config)
 	for _, opts := range []awslocal.StackOptions{
 		{Name: ""},
@@ -76,10 +71,7 @@ func TestProvisionRejectsBadInput(t *testing.T) {
 
 func TestProvisionTableIsIdempotentWithTTL(t *testing.T) {
 	t.Parallel()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	ddb := b.DynamoDB()
 	stack := awslocal.UniqueName("tbl")
 	for range 2 {

@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -42,13 +43,11 @@ type emu struct {
 
 func newEmu(t *testing.T, fifo, withTable bool) *emu {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	ctx := context.Background()
 	e := &emu{t: t, client: sqs.NewFromConfig(b.Config)}
 	name := awslocal.UniqueName("dlq")
+	var err error
 	e.stack, err = awslocal.Provision(ctx, e.client, awslocal.StackOptions{Name: name, FIFO: fifo, MaxReceiveCount: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/idempotency/idempotencytest"
 )
@@ -21,10 +22,7 @@ import (
 // emulatorClient returns a DynamoDB client on the shared embedded emulator (or AWS_ENDPOINT_URL).
 func emulatorClient(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	backend, err := awslocal.Shared()
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
+	backend := awslocaltest.Backend(t)
 	// The embedded emulator sends no CRC32 header: without this the SDK warns on every call.
 	return dynamodb.NewFromConfig(backend.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 }

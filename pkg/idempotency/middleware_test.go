@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -160,19 +161,13 @@ func stores(t *testing.T, test func(t *testing.T, newStore func() idempotency.St
 
 func emulatorDynamoDB(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	return dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 }
 
 func newDynamoStore(t *testing.T, client idempotency.DynamoDBAPI) *idempotency.DynamoDBStore {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	table := awslocal.UniqueName("idem")
 	if _, err := ddb.CreateTable(context.Background(), idempotency.TableInput(table)); err != nil {

@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"
@@ -49,10 +50,7 @@ func (c *countingDynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInpu
 //	go test -run '^$' -bench PollerThroughput -benchtime 3x ./pkg/idempotency
 func BenchmarkPollerThroughput(b *testing.B) {
 	const n = 2000
-	backend, err := awslocal.Shared()
-	if err != nil {
-		b.Fatal(err)
-	}
+	backend := awslocaltest.Backend(b)
 	for _, withIdem := range []bool{false, true} {
 		b.Run(fmt.Sprintf("idempotency=%v", withIdem), func(b *testing.B) {
 			ctx := context.Background()

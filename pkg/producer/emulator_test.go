@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -22,10 +23,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 func mustShared(t *testing.T) *awslocal.Backend {
 	t.Helper()
-	backend, err := awslocal.Shared()
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
+	backend := awslocaltest.Backend(t)
 	return backend
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
@@ -471,10 +472,7 @@ func TestNewClientValidates(t *testing.T) {
 // kumoScheduler returns the embedded emulator's Scheduler client.
 func kumoScheduler(t *testing.T) *scheduler.Client {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	return scheduler.NewFromConfig(b.Config)
 }
 

@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -53,10 +54,7 @@ type dispKumo struct {
 
 func newDispKumo(t *testing.T) *dispKumo {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	e := &dispKumo{sqs: sqs.NewFromConfig(b.Config), sch: scheduler.NewFromConfig(b.Config), group: awslocal.UniqueName("dispg")}
 	if _, err := e.sch.CreateScheduleGroup(context.Background(), &scheduler.CreateScheduleGroupInput{Name: aws.String(e.group)}); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -56,12 +57,10 @@ type e2e struct {
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	ctx := context.Background()
 	e := &e2e{t: t, sqs: sqs.NewFromConfig(b.Config), clock: &fakeClock{now: time.Now().UTC()}, runs: map[string]int{}}
+	var err error
 	if e.stack, err = awslocal.Provision(ctx, e.sqs, awslocal.StackOptions{Name: awslocal.UniqueName("sched")}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -33,10 +34,7 @@ var byStatusProjection = func() []string {
 // testNow) and the raw client for seeding and inspecting items.
 func emulatorTable(t *testing.T) (*Table, *dynamodb.Client, string) {
 	t.Helper()
-	backend, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	backend := awslocaltest.Backend(t)
 	client := dynamodb.NewFromConfig(backend.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	name := awslocal.UniqueName("status")
 	if _, err := client.CreateTable(context.Background(), idempotency.TableInput(name)); err != nil {

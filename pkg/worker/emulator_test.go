@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -32,10 +33,7 @@ type emu struct {
 
 func newEmu(t *testing.T, opts awslocal.StackOptions) *emu {
 	t.Helper()
-	b, err := awslocal.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awslocaltest.Backend(t)
 	client := sqs.NewFromConfig(b.Config)
 	opts.Name = awslocal.UniqueName(t.Name())
 	st, err := awslocal.Provision(context.Background(), client, opts)
