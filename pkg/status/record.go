@@ -270,18 +270,7 @@ func (t *Table) updateCancelled(ctx context.Context, old map[string]types.Attrib
 		set += ", #exp = :exp"
 	}
 	cond := "attribute_exists(#pk) AND #st = :old"
-	if v, ok := old[idempotency.AttrUpdated]; ok {
-		values[":oldupd"] = v
-		cond += " AND #upd = :oldupd"
-	} else {
-		cond += " AND attribute_not_exists(#upd)"
-	}
-	if v, ok := old[idempotency.AttrToken]; ok {
-		values[":oldtok"] = v
-		cond += " AND #tok = :oldtok"
-	} else {
-		cond += " AND attribute_not_exists(#tok)"
-	}
+	cond += unchangedSince(old, values)
 	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},

@@ -105,6 +105,23 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 		set += ", #runs = :zero"
 	}
 	cond := "attribute_exists(#pk) AND #st = :old AND (attribute_not_exists(#exp) OR #exp > :now)"
+	cond += unchangedSince(old, values)
+	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(t.table),
+		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
+		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
+
+// unchangedSince returns the condition that the record still is old, the version read before an
+// optimistic write: its update time and claim token unchanged (absent ones still absent). It adds
+// the values it uses; the caller maps #upd and #tok.
+func unchangedSince(old map[string]types.AttributeValue, values map[string]types.AttributeValue) string {
+	var cond string
 	if v, ok := old[idempotency.AttrUpdated]; ok {
 		values[":oldupd"] = v
 		cond += " AND #upd = :oldupd"
@@ -117,13 +134,5 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 	} else {
 		cond += " AND attribute_not_exists(#tok)"
 	}
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(t.table),
-		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
-		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	return err
+	return cond
 }
