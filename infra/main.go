@@ -19,7 +19,7 @@ import (
 func main() {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	if err := build(app); err != nil {
+	if _, err := build(app); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		jsii.Close()
 		os.Exit(1)
@@ -27,8 +27,9 @@ func main() {
 	app.Synth(nil)
 }
 
-// build adds the stack named by the "stack" context value (default "sqsworker") to app.
-func build(app awscdk.App) error {
+// build adds the stack named by the "stack" context value (default "sqsworker") to app and
+// returns it.
+func build(app awscdk.App) (awscdk.Stack, error) {
 	get := func(key string) string {
 		switch v := app.Node().TryGetContext(jsii.String(key)).(type) {
 		case nil:
@@ -41,7 +42,7 @@ func build(app awscdk.App) error {
 	}
 	props, err := PropsFromContext(get)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	stackProps := &awscdk.StackProps{Description: jsii.String("sqsworker job system " + props.Name)}
 	// Environment-agnostic unless the CLI knows both the account and the region.
@@ -54,8 +55,10 @@ func build(app awscdk.App) error {
 	if arn := get("kmsKeyArn"); arn != "" {
 		props.EncryptionKey = awskms.Key_FromKeyArn(stack, jsii.String("JobsKey"), jsii.String(arn))
 	}
-	_, err = jobqueue.New(stack, "Jobs", props)
-	return err
+	if _, err := jobqueue.New(stack, "Jobs", props); err != nil {
+		return nil, err
+	}
+	return stack, nil
 }
 
 // PropsFromContext reads the context keys documented in README.md.

@@ -1,10 +1,57 @@
 package main
 
 import (
+	"archive/zip"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
 )
+
+// The app tests share one Node process (jsii) with nothing else in this package: no t.Parallel.
+
+var workerZip string
+
+func TestMain(m *testing.M) {
+	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	dir, err := os.MkdirTemp("", "infra-app-test")
+	if err != nil {
+		panic(err)
+	}
+	workerZip = filepath.Join(dir, "worker-arm64.zip")
+	if err := writeZip(workerZip); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	jsii.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func writeZip(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw := zip.NewWriter(f)
+	w, err := zw.Create("bootstrap")
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte("#!/bin/sh\n")); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
 
 func TestPropsFromContext(t *testing.T) {
 	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60"}
@@ -22,5 +69,96 @@ func TestPropsFromContext(t *testing.T) {
 	_, err = PropsFromContext(func(k string) string { return map[string]string{"fifo": "maybe", "timeout": "30"}[k] })
 	if err == nil || !strings.Contains(err.Error(), `context fifo="maybe" is not a boolean`) || !strings.Contains(err.Error(), `context timeout="30" is not a Go duration`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// newApp is the App `cdk synth` builds: every context value of cdk.json (feature flags and the
+// defaults), then overrides, as `-c key=value` would give them.
+func newApp(t *testing.T, overrides map[string]any) awscdk.App {
+	t.Helper()
+	b, err := os.ReadFile("cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range overrides {
+		cfg.Context[k] = v
+	}
+	return awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &cfg.Context})
+}
+
+// TestBuildWithKeyArn synthesizes the app with the kmsKeyArn context value: the job queue and its
+// DLQ are encrypted with that key, and the roles that touch them get only the data-key actions on
+// exactly that key.
+func TestBuildWithKeyArn(t *testing.T) {
+	const keyArn = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	app := newApp(t, map[string]any{"stack": "keyed", "kmsKeyArn": keyArn, "workerAsset": workerZip})
+	stack, err := build(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *stack.StackName(); got != "keyed" {
+		t.Errorf("stack name = %q, want keyed", got)
+	}
+	tmpl := assertions.Template_FromStack(stack, nil)
+	check := func(f func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("%v", r)
+			}
+		}()
+		f()
+	}
+	for _, name := range []string{"keyed-jobs", "keyed-jobs-dlq"} {
+		check(func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+				"QueueName":            name,
+				"KmsMasterKeyId":       keyArn,
+				"SqsManagedSseEnabled": assertions.Match_Absent(),
+			})
+		})
+	}
+	// An imported key is referenced, never created.
+	check(func() { tmpl.ResourceCountIs(jsii.String("AWS::KMS::Key"), jsii.Number(0)) })
+
+	// Every statement on the key: its actions, and the roles whose policy holds it.
+	var onKey []string
+	for id, p := range *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
+		props := (*p)["Properties"].(map[string]any)
+		roles, _ := json.Marshal(props["Roles"])
+		for _, s := range props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := s.(map[string]any)
+			res, _ := json.Marshal(st["Resource"])
+			if !strings.Contains(string(res), "kms") {
+				continue
+			}
+			if string(res) != `"`+keyArn+`"` {
+				t.Errorf("policy %s: a KMS statement on %s, want exactly %s", id, res, keyArn)
+			}
+			actions, _ := json.Marshal(st["Action"])
+			if string(actions) != `["kms:Decrypt","kms:GenerateDataKey"]` {
+				t.Errorf("policy %s: actions on the key %s, want Decrypt and GenerateDataKey only", id, actions)
+			}
+			onKey = append(onKey, string(roles))
+		}
+	}
+	all := strings.Join(onKey, " ")
+	for _, role := range []string{"WorkerRole", "SchedulerRole"} {
+		if !strings.Contains(all, role) {
+			t.Errorf("no policy of %s may use the key (statements on the key belong to %v)", role, onKey)
+		}
+	}
+}
+
+func TestBuildRejectsBadContext(t *testing.T) {
+	app := newApp(t, map[string]any{"stack": "bad", "timeout": "30", "workerAsset": workerZip})
+	if _, err := build(app); err == nil || !strings.Contains(err.Error(), `context timeout="30" is not a Go duration`) {
+		t.Fatalf("build err = %v", err)
 	}
 }

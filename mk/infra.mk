@@ -8,7 +8,7 @@ CDK       := $(INFRA_ENV) _cdk/node_modules/.bin/cdk
 CDK_FLAGS := --no-notices --no-version-reporting --lookups=false
 CDK_CTX   ?=
 
-.PHONY: infra-deps synth diff deploy infra-test
+.PHONY: infra-deps synth diff deploy destroy infra-test
 
 infra-deps: ## Install the CDK CLI pinned in infra/_cdk/package-lock.json
 	@test -x infra/_cdk/node_modules/.bin/cdk || (cd infra/_cdk && npm ci --no-audit --no-fund)
@@ -21,6 +21,9 @@ diff: build infra-deps ## Diff the stack against the deployed one (needs AWS cre
 
 deploy: build infra-deps ## Deploy the stack (needs AWS credentials and a bootstrapped account)
 	cd infra && $(CDK) deploy $(CDK_FLAGS) --require-approval broadening $(CDK_CTX)
+
+destroy: build infra-deps ## Delete the deployed stack (asks first; the table stays if deletion protection is on)
+	cd infra && $(CDK) destroy $(CDK_FLAGS) $(CDK_CTX)
 
 infra-test: ## Vet and test the infra module (serial tests: they share one Node process)
 	cd infra && $(INFRA_ENV) $(GO) vet ./... && $(INFRA_ENV) $(GO) test -count=1 ./...
