@@ -119,6 +119,7 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 	p.LogRetention = awslogs.RetentionDays(retention)
 	boolean("deletionProtection", &p.DeletionProtection)
 	boolean("disableScheduling", &p.DisableScheduling)
+	boolean("workerEnqueues", &p.WorkerEnqueues)
 	str("alarmEmail", &p.AlarmEmail)
 	if len(errs) > 0 {
 		return p, fmt.Errorf("infra: %v", errs)

@@ -54,12 +54,12 @@ func writeZip(path string) error {
 }
 
 func TestPropsFromContext(t *testing.T) {
-	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60"}
+	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60", "workerEnqueues": "true"}
 	p, err := PropsFromContext(func(k string) string { return ctx[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "demo" || !p.FIFO || p.Timeout != time.Minute || p.MaxConcurrency != 50 || p.ReservedConcurrency != 60 {
+	if p.Name != "demo" || !p.FIFO || p.Timeout != time.Minute || p.MaxConcurrency != 50 || p.ReservedConcurrency != 60 || !p.WorkerEnqueues {
 		t.Fatalf("props = %+v", p)
 	}
 	p, err = PropsFromContext(func(string) string { return "" })

@@ -45,6 +45,11 @@ const (
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
+	// Set only with Props.WorkerEnqueues, for a worker main that enqueues follow-up jobs: the
+	// fields of schedule.Config (the scheduler ones only when scheduling is enabled).
+	EnvQueueARN         = "SQSWORKER_QUEUE_ARN"
+	EnvSchedulerRoleARN = "SQSWORKER_SCHEDULER_ROLE_ARN"
+	EnvSchedulerDLQARN  = "SQSWORKER_SCHEDULER_DLQ_ARN"
 )
 
 // JobQueue is a deployed job system.
@@ -220,11 +225,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	jq.Worker.AddEventSource(awslambdaeventsources.NewSqsEventSource(jq.Queue, esProps))
 	jq.grantSend(jq.DLQ, jq.Worker)
 	jq.Table.GrantReadWriteData(jq.Worker)
-	suppress(role.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
-		ID:        "AwsSolutions-IAM5",
-		Reason:    "The wildcard is <table ARN>/index/*: GrantReadWriteData scopes the worker to this table's own GSIs (by_status, by_id), which it queries.",
-		AppliesTo: []any{map[string]any{"regex": "/^Resource::<.*Table.*\\.Arn>\\/index\\/\\*$/"}},
-	})
 
 	// Scheduling: the group, and a role only scheduler.amazonaws.com from this account assumes.
 	if !p.DisableScheduling {
@@ -256,6 +256,24 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 			Reason: "This queue is itself a dead-letter queue: schedules name it in their DeadLetterConfig, which cdk-nag cannot see (it only follows SQS redrive policies).",
 		})
 	}
+
+	workerNag := []any{map[string]any{"regex": "/^Resource::<.*Table.*\\.Arn>\\/index\\/\\*$/"}}
+	workerReason := "The wildcard is <table ARN>/index/*: GrantReadWriteData scopes the worker to this table's own GSIs (by_status, by_id), which it queries."
+	if p.WorkerEnqueues {
+		jq.GrantEnqueue(jq.Worker)
+		jq.Worker.AddEnvironment(jsii.String(EnvQueueARN), jq.Queue.QueueArn(), nil)
+		if jq.SchedulerRole != nil {
+			jq.Worker.AddEnvironment(jsii.String(EnvSchedulerRoleARN), jq.SchedulerRole.RoleArn(), nil)
+			jq.Worker.AddEnvironment(jsii.String(EnvSchedulerDLQARN), jq.SchedulerDLQ.QueueArn(), nil)
+			workerNag = append(workerNag, map[string]any{"regex": "/^Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule\\/" + ScheduleGroupName(p.Name) + "\\/\\*$/"})
+			workerReason += " With WorkerEnqueues, the second wildcard is schedule/<this stack's group>/*: one-time schedule names are per job, so the worker may manage schedules only inside its own group."
+		}
+	}
+	suppress(role.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
+		ID:        "AwsSolutions-IAM5",
+		Reason:    workerReason,
+		AppliesTo: workerNag,
+	})
 
 	jq.alarms()
 	jq.dashboard()

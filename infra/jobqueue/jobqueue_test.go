@@ -84,7 +84,7 @@ type synth struct {
 	jq   *JobQueue
 }
 
-var standard, fifo, provisioned, keyed synth
+var standard, fifo, provisioned, keyed, enqueuing, enqueuingNoSchedule synth
 
 func (s *synth) get(t *testing.T, props Props) (assertions.Template, *JobQueue) {
 	t.Helper()
@@ -292,6 +292,80 @@ func TestScheduling(t *testing.T) {
 			t.Errorf("no policy grants %s", a)
 		}
 	}
+}
+
+// workerStatements returns the worker role's policy statements as "action resource" strings.
+func workerStatements(t *testing.T, tmpl assertions.Template) []string {
+	t.Helper()
+	var out []string
+	for id, p := range *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
+		if !strings.Contains(id, "WorkerRole") {
+			continue
+		}
+		doc := (*p)["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)
+		for _, s := range doc["Statement"].([]any) {
+			st := s.(map[string]any)
+			actions, _ := json.Marshal(st["Action"])
+			res, _ := json.Marshal(st["Resource"])
+			out = append(out, string(actions)+" "+string(res))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no worker policy statements")
+	}
+	return out
+}
+
+func TestWorkerEnqueues(t *testing.T) {
+	// With scheduling: SendMessage on its own queue, schedule actions in its group only, and
+	// PassRole on the scheduler role only; the environment a schedule.Config needs.
+	tmpl, _ := enqueuing.get(t, Props{Name: "chain", WorkerEnqueues: true})
+	all := strings.Join(workerStatements(t, tmpl), "\n")
+	for _, want := range []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule", "iam:PassRole", ":schedule/chain-jobs/*"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("worker policy lacks %s:\n%s", want, all)
+		}
+	}
+	for _, st := range workerStatements(t, tmpl) {
+		if strings.Contains(st, "scheduler:") && !strings.Contains(st, ":schedule/chain-jobs/*") {
+			t.Errorf("scheduler actions outside the stack's group: %s", st)
+		}
+		if strings.Contains(st, "iam:PassRole") && !strings.Contains(st, "SchedulerRole") {
+			t.Errorf("PassRole on something else than the scheduler role: %s", st)
+		}
+		if strings.Contains(st, "sqs:SendMessage") && !strings.Contains(st, `"JobsQueue`) && !strings.Contains(st, `"JobsDLQ`) {
+			t.Errorf("SendMessage on an unexpected queue: %s", st)
+		}
+	}
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+				EnvQueueARN:         map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsQueue")), "Arn"}},
+				EnvSchedulerRoleARN: map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsSchedulerRole")), "Arn"}},
+				EnvSchedulerDLQARN:  map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsSchedulerDLQ")), "Arn"}},
+			})},
+		})
+	})
+
+	// Without scheduling: it may send, and has no Scheduler action at all.
+	tmpl, _ = enqueuingNoSchedule.get(t, Props{Name: "chain2", WorkerEnqueues: true, DisableScheduling: true})
+	all = strings.Join(workerStatements(t, tmpl), "\n")
+	if !strings.Contains(all, "sqs:SendMessage") {
+		t.Errorf("worker cannot send:\n%s", all)
+	}
+	for _, bad := range []string{"scheduler:", "iam:PassRole"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("worker has %s with scheduling disabled:\n%s", bad, all)
+		}
+	}
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Environment": map[string]any{"Variables": map[string]any{
+				EnvSchedulerRoleARN: assertions.Match_Absent(),
+				EnvQueueARN:         assertions.Match_AnyValue(),
+			}},
+		})
+	})
 }
 
 func TestDashboard(t *testing.T) {

@@ -11,18 +11,25 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
-func TestNag(t *testing.T) { nagCheck(t, false) }
+func TestNag(t *testing.T) { nagCheck(t, func(awscdk.Stack, *Props) {}) }
 
 // TestNagCustomerKey runs the pack over a stack whose queues use a customer-managed key.
-func TestNagCustomerKey(t *testing.T) { nagCheck(t, true) }
+func TestNagCustomerKey(t *testing.T) {
+	nagCheck(t, func(stack awscdk.Stack, p *Props) {
+		p.EncryptionKey = awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+	})
+}
 
-func nagCheck(t *testing.T, withKey bool) {
+// TestNagWorkerEnqueues runs the pack over a stack whose worker may enqueue and schedule jobs.
+func TestNagWorkerEnqueues(t *testing.T) {
+	nagCheck(t, func(_ awscdk.Stack, p *Props) { p.WorkerEnqueues = true })
+}
+
+func nagCheck(t *testing.T, configure func(awscdk.Stack, *Props)) {
 	app := newTestApp(t)
 	stack := awscdk.NewStack(app, jsii.String("Nag"), nil)
 	props := Props{Name: "nag", WorkerAsset: assetPath}
-	if withKey {
-		props.EncryptionKey = awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-	}
+	configure(stack, &props)
 	if _, err := New(stack, "Jobs", props); err != nil {
 		t.Fatal(err)
 	}

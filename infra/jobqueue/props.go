@@ -78,6 +78,12 @@ type Props struct {
 	DeletionProtection bool
 	// DisableScheduling omits the schedule group and the scheduler role.
 	DisableScheduling bool
+	// WorkerEnqueues lets jobs enqueue follow-up jobs from the worker (a custom worker main with
+	// a producer): the worker gets what GrantEnqueue gives (SendMessage on the queue and, when
+	// scheduling is enabled, the group's schedule actions and iam:PassRole on the scheduler role)
+	// and the environment a schedule.Config needs (EnvQueueARN, EnvSchedulerRoleARN,
+	// EnvSchedulerDLQARN). Default false: the worker only consumes, and has no Scheduler actions.
+	WorkerEnqueues bool
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
 }
