@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -53,6 +54,9 @@ func build(app awscdk.App) (awscdk.Stack, error) {
 	// kmsKeyArn: an existing customer-managed key for the queue and DLQ (default: SSE-SQS). Its
 	// key policy must let this account's IAM policies grant use of it (the default key policy does).
 	if arn := get("kmsKeyArn"); arn != "" {
+		if !keyARN.MatchString(arn) {
+			return nil, fmt.Errorf("infra: context kmsKeyArn=%q is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>; an alias will not do)", arn)
+		}
 		props.EncryptionKey = awskms.Key_FromKeyArn(stack, jsii.String("JobsKey"), jsii.String(arn))
 	}
 	if _, err := jobqueue.New(stack, "Jobs", props); err != nil {
@@ -60,6 +64,9 @@ func build(app awscdk.App) (awscdk.Stack, error) {
 	}
 	return stack, nil
 }
+
+// keyARN matches a KMS key ARN: a single-Region key id (a UUID) or a multi-Region one (mrk-…).
+var keyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
 
 // PropsFromContext reads the context keys documented in README.md.
 func PropsFromContext(get func(string) string) (jobqueue.Props, error) {

@@ -157,8 +157,37 @@ func TestBuildWithKeyArn(t *testing.T) {
 }
 
 func TestBuildRejectsBadContext(t *testing.T) {
-	app := newApp(t, map[string]any{"stack": "bad", "timeout": "30", "workerAsset": workerZip})
-	if _, err := build(app); err == nil || !strings.Contains(err.Error(), `context timeout="30" is not a Go duration`) {
-		t.Fatalf("build err = %v", err)
+	for _, tc := range []struct {
+		name string
+		ctx  map[string]any
+		want string
+	}{
+		{"duration", map[string]any{"timeout": "30"}, `context timeout="30" is not a Go duration`},
+		{"key alias", map[string]any{"kmsKeyArn": "alias/jobs"}, `context kmsKeyArn="alias/jobs" is not a KMS key ARN`},
+		{"key id", map[string]any{"kmsKeyArn": "arn:aws:kms:us-east-1:111122223333:key/abc"}, `is not a KMS key ARN`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.ctx["stack"] = "bad"
+			tc.ctx["workerAsset"] = workerZip
+			if _, err := build(newApp(t, tc.ctx)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("build err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeyARN(t *testing.T) {
+	for arn, ok := range map[string]bool{
+		"arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab":       true,
+		"arn:aws-cn:kms:cn-north-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab":   true,
+		"arn:aws:kms:eu-west-1:111122223333:key/mrk-1234abcd12ab34cd56ef1234567890ab":       true,
+		"arn:aws:kms:us-east-1:111122223333:alias/jobs":                                     false,
+		"1234abcd-12ab-34cd-56ef-1234567890ab":                                              false,
+		"arn:aws:kms:us-east-1:1111:key/1234abcd-12ab-34cd-56ef-1234567890ab":               false,
+		"arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab/extra": false,
+	} {
+		if got := keyARN.MatchString(arn); got != ok {
+			t.Errorf("keyARN.MatchString(%q) = %v, want %v", arn, got, ok)
+		}
 	}
 }
