@@ -116,3 +116,27 @@ func checkErr(t *testing.T, err error, want []string) {
 		}
 	}
 }
+
+func TestIsName(t *testing.T) {
+	long := strings.Repeat("a", 255)
+	for _, tc := range []struct {
+		s        string
+		min, max int
+		want     bool
+	}{
+		{"jobs", 3, 255, true},
+		{"my_app.jobs-2", 3, 255, true},
+		{"ab", 3, 255, false},
+		{long, 3, 255, true},
+		{long + "a", 3, 255, false},
+		{"a b", 3, 255, false},
+		{"a/b", 1, 64, false},
+		{"jöbs", 3, 255, false},
+		{"", 1, 64, false},
+		{"g", 1, 64, true},
+	} {
+		if got := isName(tc.s, tc.min, tc.max); got != tc.want {
+			t.Errorf("isName(%q, %d, %d) = %v, want %v", tc.s, tc.min, tc.max, got, tc.want)
+		}
+	}
+}

@@ -56,9 +56,16 @@ type RIE struct {
 	done chan struct{}
 }
 
-// Start runs rie with bootstrap as its function, on free loopback ports, with env added to this
-// process's environment, and waits (until ctx is done) for it to accept connections. The RIE
-// starts the bootstrap on the first invoke.
+// lambdaEnv is the part of Lambda's own environment a provided.al2023 bootstrap sees before the
+// function's variables (AWS_REGION, credentials and the runtime API address come from the test or
+// the RIE). The bootstrap does not inherit this process's environment: a developer's or CI
+// machine's variables (AWS_CA_BUNDLE, AWS_PROFILE, proxies) would change what it does and how
+// fast it starts, and Lambda never sets them.
+var lambdaEnv = []string{"PATH=/usr/local/bin:/usr/bin/:/bin:/opt/bin", "LANG=en_US.UTF-8", "TZ=:UTC"}
+
+// Start runs rie with bootstrap as its function, on free loopback ports, in Lambda's base
+// environment plus env (nothing of this process's environment), and waits (until ctx is done)
+// for it to accept connections. The RIE starts the bootstrap on the first invoke.
 func Start(ctx context.Context, rie, bootstrap string, env []string) (*RIE, error) {
 	addr, err := freeAddr()
 	if err != nil {
@@ -70,7 +77,7 @@ func Start(ctx context.Context, rie, bootstrap string, env []string) (*RIE, erro
 	}
 	out := &syncBuffer{}
 	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", apiAddr, bootstrap)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append([]string(nil), lambdaEnv...), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so Stop also ends the bootstrap
 	if err := cmd.Start(); err != nil {
