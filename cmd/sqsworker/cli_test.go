@@ -224,7 +224,8 @@ func TestEnqueueGolden(t *testing.T) {
 	id := strings.Fields(strings.Split(out, "\n")[1])[2]
 	tr.must("status", id)
 	tr.must("status", "email.send/order-42-welcome", "-o", "json")
-	// Validation the producer does once the queue is known: a delay SQS cannot express.
+	// A delay SQS cannot express goes through a schedule, in a group this stack (made without
+	// `up`) lacks: the error says how to create it (TestEnqueueDelayThroughScheduler has one).
 	tr.run("", "enqueue", "email.send", `{}`, "--delay", "16m")
 	tr.check("enqueue")
 
@@ -256,6 +257,7 @@ func TestEnqueueFIFOGolden(t *testing.T) {
 	tr := newTranscript(t, stack)
 	tr.run("", "enqueue", "email.send", `{"to":"a@b.c"}`) // no --group
 	tr.must("enqueue", "email.send", `{"to":"a@b.c"}`, "--group", "tenant-7", "--key", "k-1")
+	// Any delay on a FIFO queue goes through a schedule; this stack has no schedule group.
 	tr.run("", "enqueue", "email.send", `{"to":"a@b.c"}`, "--group", "tenant-7", "--delay", "5s")
 	tr.check("enqueue_fifo")
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,24 +15,34 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
 // enqueueJSON is enqueue's --output json document.
 type enqueueJSON struct {
-	JobID          string `json:"job_id"`
-	Kind           string `json:"kind"`
-	Key            string `json:"key"`
+	JobID string `json:"job_id"`
+	Kind  string `json:"kind"`
+	Key   string `json:"key"`
+	// MessageID is the SQS message id; "" for a job that went through a schedule (the scheduler
+	// sends the message when the schedule fires).
 	MessageID      string `json:"message_id"`
 	SequenceNumber string `json:"sequence_number,omitempty"`
 	Queue          string `json:"queue"`
-	// Recorded reports whether the job table now holds the job as queued.
+	// Recorded reports whether the job table now holds the job as queued (or as scheduled, for
+	// a job that went through a schedule).
 	Recorded bool `json:"recorded"`
+	// ScheduledAt, Schedule and ScheduleGroup are set when the job was delayed through a one-time
+	// EventBridge Scheduler schedule: when it is due, the schedule's name and its group.
+	ScheduledAt   jsonTime `json:"scheduled_at,omitzero"`
+	Schedule      string   `json:"schedule,omitempty"`
+	ScheduleGroup string   `json:"schedule_group,omitempty"`
 }
 
 func newEnqueueCmd(g *globals) *cobra.Command {
 	var (
 		key, group  string
+		role        string
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
@@ -46,11 +58,23 @@ idempotency key (the id unless --key is given) and the SQS message id.
 When the stack has its job table, the job is also recorded there as queued, so that
 'sqsworker status' finds it before a worker picks it up.
 
-A FIFO queue needs --group, and takes no --delay. Delays above 15 minutes need the
-scheduler, which this version does not support yet.`,
+A FIFO queue needs --group.
+
+--delay up to 15 minutes on a standard queue uses SQS DelaySeconds. A longer delay, and any
+delay on a FIFO queue, goes through a one-time EventBridge Scheduler schedule in the
+schedule group <stack>-jobs, which sends the job to the queue when it is due (within a
+minute of it): enqueue then prints the time and the schedule's name instead of a message
+id, and the job table records the job as scheduled. The scheduler sends with the IAM role
+given by --scheduler-role (default: $SQSWORKER_SCHEDULER_ROLE_ARN); the CDK stack publishes
+it as its output SchedulerRoleArn. On an emulator the role may be left out. On AWS a FIFO
+queue needs content-based deduplication for this (the CDK stack turns it on), since the
+scheduler cannot set a deduplication id. Emulators store schedules but never fire them:
+the local schedule dispatcher does.`,
 		Example: `  sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp --key order-42-welcome --delay 30s
   sqsworker enqueue report.build '{"month":"2026-11"}' --stack myapp --group tenant-7 --max-attempts 3
+  sqsworker enqueue invoice.render '{"order":42}' --stack myapp --delay 48h \
+    --scheduler-role arn:aws:iam::123456789012:role/myapp-scheduler
   echo '{"to":"a@b.c"}' | sqsworker enqueue email.send - --stack myapp --output json`,
 		Args: exactArgs("KIND", "ARGS_JSON"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,11 +103,8 @@ scheduler, which this version does not support yet.`,
 				opts = append(opts, producer.WithGroupID(group))
 			}
 			if cmd.Flags().Changed("delay") {
-				switch {
-				case delay < 0:
+				if delay < 0 {
 					return &usageError{fmt.Errorf("--delay %v is negative", delay)}
-				case delay > producer.MaxDelay:
-					return &usageError{fmt.Errorf("--delay %v is longer than SQS's 15-minute maximum; longer delays need the scheduler, which this version does not support yet", delay)}
 				}
 				opts = append(opts, producer.WithDelay(delay))
 			}
@@ -93,11 +114,23 @@ scheduler, which this version does not support yet.`,
 				}
 				opts = append(opts, producer.WithMaxAttempts(maxAttempts))
 			}
+			if cmd.Flags().Changed("scheduler-role") {
+				if err := checkRoleARN("--scheduler-role", role); err != nil {
+					return err
+				}
+			}
 
 			ctx := cmd.Context()
 			c, err := connect(ctx, g)
 			if err != nil {
 				return err
+			}
+			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role}
+			if needsScheduler(delay, fifo) {
+				// Known before the stack is looked up: a missing role costs no call.
+				if _, err := schedulerRole(target, os.Getenv); err != nil {
+					return err
+				}
 			}
 			refs, err := resolveStack(ctx, c, stack, fifo, needQueue|optTable)
 			if err != nil {
@@ -106,59 +139,114 @@ scheduler, which this version does not support yet.`,
 			if refs.FIFO && !cmd.Flags().Changed("group") {
 				return &usageError{fmt.Errorf("%s is a FIFO queue: every job needs --group (its message group id)", refs.QueueName)}
 			}
-			if refs.FIFO && delay > 0 {
-				return &usageError{fmt.Errorf("--delay: %s is a FIFO queue, and FIFO queues have no per-message delay (delayed FIFO jobs need the scheduler, which this version does not support yet)", refs.QueueName)}
-			}
 			cfg := producer.Config{SQS: c.sqs, QueueURL: refs.QueueURL}
 			if refs.Table != "" {
 				if cfg.Status, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
 					return err
 				}
 			}
+			scheduleGroup := ""
+			if needsScheduler(delay, refs.FIFO) {
+				target.QueueName, target.QueueURL, target.FIFO = refs.QueueName, refs.QueueURL, refs.FIFO
+				sc, err := newJobScheduler(ctx, c, target)
+				if err != nil {
+					return err
+				}
+				cfg.Scheduler, scheduleGroup = sc, sc.Group()
+			}
 			p, err := producer.New(cfg)
 			if err != nil {
 				return err
 			}
 			res, err := p.EnqueueRaw(ctx, kind, raw, opts...)
+			if errors.Is(err, schedule.ErrInvalid) {
+				// The job's own fault too, found by the schedule client (its size, mostly).
+				why := err.Error()
+				if _, after, ok := strings.Cut(why, schedule.ErrInvalid.Error()+": "); ok {
+					why = after
+				}
+				return &usageError{fmt.Errorf("--delay %v goes through EventBridge Scheduler, which cannot take this job: %s", delay, why)}
+			}
 			if errors.Is(err, producer.ErrInvalid) {
 				// The job's own fault: say it without the library's prefix.
 				return &usageError{errors.New(strings.TrimPrefix(err.Error(), "producer: "))}
 			}
+			if gerr := scheduleGroupMissing(err, c, stack, refs.FIFO); gerr != nil {
+				return gerr
+			}
 			if err != nil {
 				return err
-			}
-			if res.StatusErr != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was enqueued, but not recorded as queued: %v\n", res.StatusErr)
 			}
 			doc := enqueueJSON{
 				JobID: res.ID, Kind: res.Kind, Key: res.Key, MessageID: res.MessageID,
 				SequenceNumber: res.SequenceNumber, Queue: refs.QueueName,
 				Recorded: refs.Table != "" && res.StatusErr == nil,
 			}
+			if res.Schedule != "" {
+				doc.ScheduledAt, doc.Schedule, doc.ScheduleGroup = jsonTime(res.RunAt), res.Schedule, scheduleGroup
+			}
+			if res.StatusErr != nil {
+				what, state := "enqueued", "queued"
+				if doc.Schedule != "" {
+					what, state = "scheduled", "scheduled"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was %s, but not recorded as %s: %v\n", what, state, res.StatusErr)
+			}
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), doc)
 			}
-			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintf(tw, "enqueued\t%s on %s\n", doc.Kind, doc.Queue)
-			fmt.Fprintf(tw, "job id\t%s\n", doc.JobID)
-			fmt.Fprintf(tw, "key\t%s\n", doc.Key)
-			fmt.Fprintf(tw, "message id\t%s\n", doc.MessageID)
-			if doc.SequenceNumber != "" {
-				fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
-			}
-			if doc.Recorded {
-				fmt.Fprintf(tw, "recorded\tqueued, in table %s\n", refs.Table)
-			}
-			return tw.Flush()
+			return writeEnqueueTable(cmd.OutOrStdout(), doc, refs.Table)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
-	f.DurationVar(&delay, "delay", 0, "delay the first delivery, up to 15m (standard queues only)")
+	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
+	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+"; the CDK stack's output SchedulerRoleArn)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	return cmd
+}
+
+// writeEnqueueTable prints enqueue's table output; table is the job table ("" when the stack has
+// none).
+func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
+	tw := newTable(w)
+	if doc.Schedule != "" {
+		fmt.Fprintf(tw, "scheduled\t%s for %s\n", doc.Kind, doc.Queue)
+	} else {
+		fmt.Fprintf(tw, "enqueued\t%s on %s\n", doc.Kind, doc.Queue)
+	}
+	fmt.Fprintf(tw, "job id\t%s\n", doc.JobID)
+	fmt.Fprintf(tw, "key\t%s\n", doc.Key)
+	if doc.Schedule != "" {
+		fmt.Fprintf(tw, "runs at\t%s (schedule %s in group %s)\n", showTime(time.Time(doc.ScheduledAt)), doc.Schedule, doc.ScheduleGroup)
+		fmt.Fprintf(tw, "message id\t- (the message is sent when the schedule fires)\n")
+	} else {
+		fmt.Fprintf(tw, "message id\t%s\n", doc.MessageID)
+	}
+	if doc.SequenceNumber != "" {
+		fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
+	}
+	if doc.Recorded {
+		state := "queued"
+		if doc.Schedule != "" {
+			state = "scheduled"
+		}
+		fmt.Fprintf(tw, "recorded\t%s, in table %s\n", state, table)
+	}
+	return tw.Flush()
+}
+
+// newJobScheduler returns the schedule client that delays the stack's jobs through EventBridge
+// Scheduler (see resolveJobScheduling).
+func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget) (*schedule.Client, error) {
+	cfg, err := resolveJobScheduling(ctx, c.sqs, t, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Scheduler = schedulerClient(c)
+	return schedule.NewClient(cfg)
 }
 
 // checkArgsJSON reports why raw is not a JSON object.

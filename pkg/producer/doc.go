@@ -15,8 +15,10 @@
 // cannot express also wrap [ErrNeedsScheduler].
 //
 // Delays: on a standard queue [WithDelay] sets SQS DelaySeconds (0 to 15 minutes, sub-second
-// delays rounded up to the next second). Longer delays, and any delay on a FIFO queue, need
-// EventBridge Scheduler, which this version does not support yet: they are rejected.
+// delays rounded up to the next second). Longer delays, and any delay on a FIFO queue, go
+// through a one-time EventBridge Scheduler schedule when [Config.Scheduler] is set (a
+// *schedule.Client); without it they are rejected with [ErrNeedsScheduler]. [Producer.EnqueueAt]
+// and [Producer.EnqueueIn] choose the same way.
 //
 // FIFO queues (a queue URL ending in ".fifo") need a message group ([WithGroupID]). The
 // deduplication id is [WithDeduplicationID], or else derived from the job's kind and key

@@ -14,8 +14,8 @@ var (
 	// MaxMessageSize.
 	ErrTooLarge = errors.New("job too large")
 	// ErrNeedsScheduler is wrapped (with ErrInvalid) when a job asks for a delay SQS cannot
-	// express: beyond 15 minutes, or any delay on a FIFO queue. Such delays need EventBridge
-	// Scheduler, which this version does not support yet.
+	// express (beyond 15 minutes, or any delay on a FIFO queue) and Config.Scheduler is nil:
+	// such delays need EventBridge Scheduler.
 	ErrNeedsScheduler = errors.New("delay needs the scheduler")
 )
 
