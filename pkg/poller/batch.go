@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/internal/heartbeat"
 )
 
 // deleteAttempts is how many times a message's delete is tried when SQS fails it on its side.
@@ -40,6 +43,28 @@ type batch struct {
 
 	hbStop chan struct{}
 	hbDone chan struct{}
+	// extending is held by extend for the whole of one heartbeat, AWS calls included, so that
+	// Stop can wait for an extension in flight.
+	extending sync.Mutex
+}
+
+var _ heartbeat.Stopper = (*batch)(nil)
+
+// Stop implements heartbeat.Stopper: the handler is about to set these messages' visibility
+// itself (a retry delay), so the heartbeat leaves them alone from now on. It returns once an
+// extension that may include them has finished, so that the handler's change comes last.
+func (b *batch) Stop(receiptHandles []string) {
+	b.mu.Lock()
+	for _, m := range b.msgs {
+		if !m.settled && slices.Contains(receiptHandles, aws.ToString(m.msg.ReceiptHandle)) {
+			m.settled = true
+		}
+	}
+	b.mu.Unlock()
+	// Waiting for an extension in flight is the point of this empty critical section.
+	b.extending.Lock()
+	b.extending.Unlock()
+
 }
 
 func (p *Poller) newBatch() *batch { return &batch{p: p} }
@@ -106,6 +131,8 @@ func extension(visibility, elapsed time.Duration) (time.Duration, bool) {
 
 // extend makes one heartbeat; it reports false when the heartbeat should stop.
 func (b *batch) extend(ctx context.Context) bool {
+	b.extending.Lock()
+	defer b.extending.Unlock()
 	now := b.p.now()
 	b.mu.Lock()
 	if !b.deadline.IsZero() && !now.Before(b.deadline) {
@@ -196,7 +223,7 @@ func (p *Poller) process(runCtx context.Context, b *batch) {
 	b.mu.Unlock()
 
 	start := p.now()
-	resp, err := p.invoke(hctx, ev)
+	resp, err := p.invoke(heartbeat.NewContext(hctx, b), ev)
 	b.stopHeartbeat()
 	log := p.log.With(slog.Int("messages", len(ev.Records)), slog.Duration("duration", p.now().Sub(start)))
 	if err != nil {

@@ -24,7 +24,10 @@
 //     extended back to the visibility timeout, so a job longer than the visibility timeout is not
 //     redelivered to another consumer. It stops when the handler returns, at the handler's
 //     deadline when [Config.InvocationTimeout] is set, and at SQS's limit of 12 hours from the
-//     receive. See [Config.DisableHeartbeat].
+//     receive. See [Config.DisableHeartbeat]. A handler that sets a message's visibility itself
+//     (pkg/worker scheduling a retry) first tells the heartbeat to leave that message alone,
+//     through the handler's context (internal/heartbeat), so that no late extension overwrites
+//     the retry's delay.
 //   - Graceful shutdown: cancelling the context given to [Poller.Run] stops receiving at once (a long
 //     poll is abandoned), lets the batches in flight finish with an uncancelled context, deletes
 //     their successes and returns nil.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/heartbeat"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 )
 
@@ -29,6 +30,9 @@ type fake struct {
 	deletes    []func(in *sqs.DeleteMessageBatchInput) *sqs.DeleteMessageBatchOutput
 	deleteLog  [][]string // receipt handles of each DeleteMessageBatch call
 	deleteCall chan struct{}
+	// extended, when set, is called with the receipt handles of each ChangeMessageVisibilityBatch
+	// (the heartbeat's extensions) before it answers; it may block.
+	extended func(handles []string)
 }
 
 func newFake() *fake {
@@ -84,6 +88,13 @@ func (f *fake) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchI
 }
 
 func (f *fake) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	if f.extended != nil {
+		var handles []string
+		for _, e := range in.Entries {
+			handles = append(handles, aws.ToString(e.ReceiptHandle))
+		}
+		f.extended(handles)
+	}
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
 	for _, e := range in.Entries {
 		out.Successful = append(out.Successful, sqstypes.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
@@ -255,4 +266,62 @@ func TestRunErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestHeartbeatStop: a handler that sets a message's visibility itself (the worker scheduling a
+// retry) first calls heartbeat.Stop. Stop waits for the extension in flight, and the heartbeat
+// never extends that message again, so that its retry delay is the last word; the batch's other
+// messages are still extended.
+func TestHeartbeatStop(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.attrs["VisibilityTimeout"] = "3" // a heartbeat every second
+	f.receives = append(f.receives, messages("a", "b"))
+	extensions := make(chan []string, 100)
+	release := make(chan struct{})
+	f.extended = func(handles []string) {
+		extensions <- handles
+		<-release // the first extension stays in flight until the test releases it
+	}
+	started := make(chan context.Context, 1)
+	finish := make(chan struct{})
+	p, err := poller.New(poller.Config{
+		SQS: f, QueueURL: fakeURL, Logger: testLogger(t),
+		Handler: poller.HandlerFunc(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			started <- ctx
+			<-finish
+			return events.SQSEventResponse{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, p)
+	ctx := recv(t, started, "the handler to start")
+	if first := recv(t, extensions, "the first extension"); !slices.Equal(first, []string{"rh-a", "rh-b"}) {
+		t.Fatalf("first extension of %v, want both messages", first)
+	}
+
+	stopped := make(chan struct{})
+	go func() { heartbeat.Stop(ctx, []string{"rh-a"}); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while an extension of the message was in flight")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	recv(t, stopped, "Stop to return once the extension finished")
+
+	if next := recv(t, extensions, "the next extension"); !slices.Equal(next, []string{"rh-b"}) {
+		t.Errorf("extension after Stop of %v, want only rh-b", next)
+	}
+	close(finish)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for len(extensions) > 0 {
+		if h := <-extensions; slices.Contains(h, "rh-a") {
+			t.Errorf("rh-a extended after Stop: %v", h)
+		}
+	}
 }

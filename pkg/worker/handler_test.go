@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/heartbeat"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -772,5 +774,48 @@ func TestPreflightWarnsWhenMaxReceiveCountIsTooLow(t *testing.T) {
 	ok := newTestHandler(t, func(c *Config) { c.QueueURL = testURL }, jobs.WithMaxAttempts(5))
 	if warned, err := ok.h.Preflight(context.Background(), ""); err != nil || len(warned) != 0 {
 		t.Errorf("MaxAttempts 5 with maxReceiveCount 15: %v, %v; want no warning", warned, err)
+	}
+}
+
+// visibilityWatcher is a heartbeat.Stopper that records which receipt handles it was told to
+// leave alone, and how many visibility changes the worker had made by then.
+type visibilityWatcher struct {
+	fake          *fakeSQS
+	stopped       []string
+	changesBefore int
+}
+
+func (w *visibilityWatcher) Stop(handles []string) {
+	w.fake.mu.Lock()
+	w.changesBefore += w.fake.calls["ChangeMessageVisibilityBatch"]
+	w.fake.mu.Unlock()
+	w.stopped = append(w.stopped, handles...)
+}
+
+// TestRetryStopsTheConsumersHeartbeat: before the worker sets a retry's visibility, it tells a
+// consumer that extends visibility (pkg/poller, through the context) to stop extending exactly
+// the retried messages, so that no extension overwrites the retry delay.
+func TestRetryStopsTheConsumersHeartbeat(t *testing.T) {
+	t.Parallel()
+	s := newTestHandler(t, nil)
+	w := &visibilityWatcher{fake: s.sqs}
+	failed := handle(t, s, heartbeat.NewContext(context.Background(), w),
+		msg("1", testArgs{Do: "ok"}),
+		msg("2", testArgs{Do: "fail"}),
+		msg("3", testArgs{Do: "retry_after", Delay: "5s"}),
+		msg("4", testArgs{Do: "cancel"}),
+	)
+	if !equal(failed, []string{"2", "3"}) {
+		t.Fatalf("failed = %v, want 2 and 3", failed)
+	}
+	slices.Sort(w.stopped)
+	if !equal(w.stopped, []string{"rh-2", "rh-3"}) {
+		t.Errorf("heartbeat stopped for %v, want exactly the retried rh-2 and rh-3", w.stopped)
+	}
+	if w.changesBefore != 0 {
+		t.Errorf("%d visibility changes before the heartbeat was stopped, want none", w.changesBefore)
+	}
+	if got := s.sqs.visibility["rh-3"]; got != 5 {
+		t.Errorf("rh-3 visibility = %d, want the 5 s retry delay", got)
 	}
 }

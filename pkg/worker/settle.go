@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/heartbeat"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -345,6 +346,13 @@ func (b *batch) changeVisibility(ctx context.Context, items []*item) {
 		b.h.cfg.Logger.ErrorContext(ctx, "sqsworker: cannot change visibility: queue URL unknown", "error", err)
 		return
 	}
+	// A long-running consumer (pkg/poller) extends these messages' visibility while the batch
+	// runs: stop it first, so that none of its extensions lands after the retry delay set here.
+	handles := make([]string, len(items))
+	for i, it := range items {
+		handles[i] = it.rec.ReceiptHandle
+	}
+	heartbeat.Stop(ctx, handles)
 	nchunks := (len(items) + maxBatchEntries - 1) / maxBatchEntries
 	parallel(nchunks, func(c int) {
 		part := items[c*maxBatchEntries : min((c+1)*maxBatchEntries, len(items))]
