@@ -48,7 +48,7 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		}
 		// Emulators send no DynamoDB CRC32 header: do not validate it there (the SDK would warn
 		// on every call). AWS endpoints keep the check.
-		local := !strings.HasSuffix(u.Hostname(), ".amazonaws.com")
+		local := !awslocal.IsAWSEndpoint(endpoint)
 		return &awsClients{
 			where: endpoint,
 			local: local,

@@ -2,13 +2,16 @@ package awslocal_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
@@ -93,5 +96,55 @@ func TestProvisionTableIsIdempotentWithTTL(t *testing.T) {
 	ttl, err := ddb.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(stack + "-jobs")})
 	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "exp" {
 		t.Errorf("TTL = %+v, %v", ttl, err)
+	}
+}
+
+func TestIsAWSEndpoint(t *testing.T) {
+	t.Parallel()
+	for endpoint, want := range map[string]bool{
+		"https://dynamodb.us-east-1.amazonaws.com":     true,
+		"https://sqs.cn-north-1.amazonaws.com.cn":      true,
+		"http://localhost:4566":                        false,
+		"http://127.0.0.1:38211":                       false,
+		"http://amazonaws.com.evil.example":            false,
+		"http://localstack:4566/path?x=.amazonaws.com": false,
+		"not a url\x7f":                                false,
+		"":                                             false,
+	} {
+		if got := awslocal.IsAWSEndpoint(endpoint); got != want {
+			t.Errorf("IsAWSEndpoint(%q) = %v, want %v", endpoint, got, want)
+		}
+	}
+}
+
+// TestEndpointBackendDynamoDBDoesNotWarn: an emulator reached through an endpoint (what
+// `sqsworker up --endpoint` does) sends no DynamoDB response checksums; the client must not
+// validate them, or the SDK warns on every call.
+func TestEndpointBackendDynamoDBDoesNotWarn(t *testing.T) {
+	t.Parallel()
+	emu := awslocaltest.Backend(t)
+	b, err := awslocal.Start(t.Context(), awslocal.Options{Backend: awslocal.Endpoint, Endpoint: emu.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var mu sync.Mutex
+	var warnings []string
+	b.Config.Logger = logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		warnings = append(warnings, fmt.Sprintf(string(c)+": "+format, v...))
+	})
+	name, err := awslocal.ProvisionTable(t.Context(), b.DynamoDB(), awslocal.UniqueName("ep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DynamoDB().DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warnings) > 0 {
+		t.Errorf("the SDK logged %d lines, want none: %q", len(warnings), warnings)
 	}
 }

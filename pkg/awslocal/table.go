@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -38,12 +40,24 @@ func ProvisionTable(ctx context.Context, client TableProvisioner, stack string) 
 	return name, nil
 }
 
-// DynamoDB returns a DynamoDB client for the backend. The embedded emulator sends no response
-// checksums, so their validation is turned off there (otherwise the SDK warns on every call).
+// DynamoDB returns a DynamoDB client for the backend. Emulators send no response checksums, so
+// their validation is turned off for every endpoint that is not AWS's own (*.amazonaws.com):
+// otherwise the SDK warns on every call.
 func (b *Backend) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
-		if b.Kind == Embedded {
+		if !IsAWSEndpoint(b.URL) {
 			o.DisableValidateResponseChecksum = true
 		}
 	})
+}
+
+// IsAWSEndpoint reports whether endpoint is one of AWS's own hosts (*.amazonaws.com, or
+// *.amazonaws.com.cn), as opposed to an emulator or LocalStack.
+func IsAWSEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn")
 }
