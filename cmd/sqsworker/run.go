@@ -31,6 +31,7 @@ type runOptions struct {
 	window              time.Duration
 	concurrency         int
 	timeout             time.Duration
+	fifo                bool
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -49,9 +50,11 @@ deadline), while the schedule dispatcher fires the stack's schedules.
 SQSWORKER_DLQ_URL, SQSWORKER_TABLE, AWS_ENDPOINT_URL, AWS_REGION and credentials.
 
 Without an endpoint it starts the embedded emulator, prints its URL and provisions the
-stack there (as up does); with one, the stack must exist. One line per batch goes to stderr,
+stack there (as up does; FIFO queues with --fifo); with one, the stack must exist (a FIFO
+stack is found by its queue's name). One line per batch goes to stderr,
 with the function's output. Ctrl-C finishes the batches in flight, then stops.`,
 		Example: `  sqsworker run --stack myapp --function ./functions/worker
+  sqsworker run --stack myapp --function ./functions/worker --fifo
   sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,6 +68,7 @@ with the function's output. Ctrl-C finishes the batches in flight, then stops.`,
 	f.DurationVar(&o.window, "batching-window", 0, "how long to gather a batch (0: what one receive returns)")
 	f.IntVar(&o.concurrency, "concurrency", 1, "function instances, each handling one batch at a time")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "the function timeout: each invoke's deadline")
+	f.BoolVar(&o.fifo, "fifo", false, "the stack's queues are FIFO (provisioned so on the embedded emulator; found by name otherwise)")
 	return cmd
 }
 
@@ -87,6 +91,10 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		return &usageError{fmt.Errorf("--batch-size %d: want at least 1", o.batchSize)}
 	case o.window < 0:
 		return &usageError{fmt.Errorf("--batching-window %v must not be negative", o.window)}
+	case o.fifo && o.batchSize > 10:
+		return &usageError{fmt.Errorf("--batch-size %d: a FIFO event source takes at most 10", o.batchSize)}
+	case o.fifo && o.window > 0:
+		return &usageError{fmt.Errorf("--batching-window %v: a FIFO event source has no batching window", o.window)}
 	}
 	stderr = &lockedWriter{w: stderr}
 
@@ -122,7 +130,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	schedClient := scheduler.NewFromConfig(b.Config)
 	var queueURL, dlqURL, table string
 	if b.Kind != awslocal.Endpoint {
-		st, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: stack})
+		st, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: stack, FIFO: o.fifo})
 		if err != nil {
 			return err
 		}
@@ -135,7 +143,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		queueURL, dlqURL = st.QueueURL, st.DLQURL
 	} else {
 		c := &awsClients{where: b.URL, local: true, sqs: sqsClient, ddb: b.DynamoDB()}
-		refs, err := resolveStack(ctx, c, stack, false, needQueue|needDLQ|needTable)
+		refs, err := resolveStack(ctx, c, stack, o.fifo, needQueue|needDLQ|needTable)
 		if err != nil {
 			return err
 		}

@@ -200,6 +200,8 @@ func TestRunUsageAndBuildErrors(t *testing.T) {
 		{"bad concurrency", []string{"run", "--stack", "s", "--bootstrap", "x", "--concurrency", "0"}, exitUsage, "--concurrency 0"},
 		{"missing bootstrap", []string{"run", "--stack", "s", "--bootstrap", filepath.Join(t.TempDir(), "nope")}, exitError, "--bootstrap:"},
 		{"build failure", []string{"run", "--stack", "s", "--function", bad}, exitError, "undefined: undefinedFunction"},
+		{"fifo batch size", []string{"run", "--stack", "s", "--bootstrap", "x", "--fifo", "--batch-size", "11"}, exitUsage, "a FIFO event source takes at most 10"},
+		{"fifo window", []string{"run", "--stack", "s", "--bootstrap", "x", "--fifo", "--batching-window", "1s"}, exitUsage, "a FIFO event source has no batching window"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -210,5 +212,41 @@ func TestRunUsageAndBuildErrors(t *testing.T) {
 				t.Errorf("stderr = %q, want it to contain %q", errOut.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestRunProvisionsFIFOOnTheEmbeddedEmulator: with --fifo and no endpoint, run provisions the
+// stack's FIFO queues in its own emulator and polls the .fifo queue.
+func TestRunProvisionsFIFOOnTheEmbeddedEmulator(t *testing.T) {
+	bootstrap := buildEchoFn(t)
+	stack := awslocal.UniqueName("cli-run-fifo")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"run", "--stack", stack, "--bootstrap", bootstrap, "--fifo"}, &stdout, &stderr)
+	}()
+	waitFor(t, 60*time.Second, "the running line", func() bool {
+		select {
+		case code := <-exit:
+			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		default:
+		}
+		return strings.Contains(stderr.String(), "running ")
+	})
+	for _, want := range []string{"/" + stack + "-jobs.fifo\n", "/" + stack + "-jobs-dlq.fifo\n"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", strings.TrimSpace(want), stdout.String())
+		}
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel, want 0:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
 	}
 }
