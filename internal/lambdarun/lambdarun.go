@@ -53,7 +53,8 @@ type Function struct {
 	// seconds for the RIE). Defaults to 30 s.
 	Timeout time.Duration
 	// Output receives the RIE's and the bootstrap's stdout and stderr. Defaults to discarding
-	// them. Writes are serialised.
+	// them. Writes are serialised, and each holds whole lines of one process's stream (a last
+	// line without a newline gets one when the process exits).
 	Output io.Writer
 	// LogLevel is the RIE's own log level. Defaults to "warn".
 	LogLevel string
@@ -204,7 +205,10 @@ func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
 		"--log-level", p.fn.LogLevel,
 		p.fn.Bootstrap)
 	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = p.fn.Output, p.fn.Output
+	// One line buffer per stream: the instances (and each one's stdout and stderr) share Output,
+	// so a partial line must not be written until its end arrives, or lines would splice.
+	stdout, stderr := &lineWriter{w: p.fn.Output}, &lineWriter{w: p.fn.Output}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the bootstrap joins the group: stop both
 	cmd.WaitDelay = time.Second
 	p.mu.Lock()
@@ -219,7 +223,12 @@ func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
 	in := &instance{url: "http://" + emu + invokePath, cmd: cmd, done: make(chan struct{})}
 	p.all = append(p.all, in)
 	p.mu.Unlock()
-	go func() { in.err = cmd.Wait(); close(in.done) }()
+	go func() {
+		in.err = cmd.Wait() // the copies into stdout and stderr have finished when Wait returns
+		stdout.flush()
+		stderr.flush()
+		close(in.done)
+	}()
 
 	deadline := time.NewTimer(p.fn.StartTimeout)
 	defer deadline.Stop()
@@ -376,6 +385,32 @@ func (p *Pool) stop(in *instance) {
 }
 
 // syncWriter serialises writes from the processes' output copiers.
+// lineWriter passes what one process writes on one stream to w a whole line at a time (w is
+// shared by every process of the pool); flush writes a last line that had no newline.
+type lineWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(b []byte) (int, error) {
+	l.buf = append(l.buf, b...)
+	end := bytes.LastIndexByte(l.buf, '\n')
+	if end < 0 {
+		return len(b), nil
+	}
+	// Complete lines go out together; what follows the last newline waits for its end.
+	_, err := l.w.Write(l.buf[:end+1])
+	l.buf = append(l.buf[:0], l.buf[end+1:]...)
+	return len(b), err
+}
+
+func (l *lineWriter) flush() {
+	if len(l.buf) > 0 {
+		_, _ = l.w.Write(append(l.buf, '\n'))
+		l.buf = nil
+	}
+}
+
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,5 +145,38 @@ func TestTimeoutReplacesThePair(t *testing.T) {
 	}
 	if resp, err := p.HandleSQS(ctx, event("ok", "fail")); err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("after the timeout: HandleSQS = %+v, %v", resp, err)
+	}
+}
+
+// writeLog records each Write it gets.
+type writeLog struct{ writes []string }
+
+func (w *writeLog) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, string(b))
+	return len(b), nil
+}
+
+// TestLineWriterPassesWholeLines: two processes' streams writing partial lines into one output
+// never splice: every write the output gets is made of whole lines of one stream.
+func TestLineWriterPassesWholeLines(t *testing.T) {
+	t.Parallel()
+	out := &writeLog{}
+	a, b := &lineWriter{w: out}, &lineWriter{w: out}
+	for _, step := range []struct {
+		w *lineWriter
+		s string
+	}{
+		{a, "alpha "}, {b, "bra"}, {a, "one\nalpha tw"}, {b, "vo one\n"}, {a, "o\nalpha three\nalpha fo"}, {b, "bravo two"},
+	} {
+		if n, err := step.w.Write([]byte(step.s)); err != nil || n != len(step.s) {
+			t.Fatalf("Write(%q) = %d, %v", step.s, n, err)
+		}
+	}
+	a.flush()
+	b.flush()
+	b.flush() // a second flush writes nothing
+	want := []string{"alpha one\n", "bravo one\n", "alpha two\nalpha three\n", "alpha fo\n", "bravo two\n"}
+	if !slices.Equal(out.writes, want) {
+		t.Fatalf("writes = %q, want %q", out.writes, want)
 	}
 }
