@@ -83,14 +83,15 @@ func openSchedules(ctx context.Context, g *globals, cmd *cobra.Command) (*schedu
 		if apiErrorCode(err) != "ResourceNotFoundException" {
 			return nil, fmt.Errorf("look up schedule group %s: %w", group, err)
 		}
+		if !c.local {
+			// `up` provisions emulators, not AWS: there the CDK stack creates the group.
+			return nil, fmt.Errorf("schedule group %s not found on %s: deploy the stack with scheduling enabled (the CDK stack in infra/ creates it)", group, c.where)
+		}
 		up := "sqsworker up --stack " + stack
 		if refs.FIFO {
 			up += " --fifo"
 		}
-		if c.local {
-			up += " --endpoint " + c.where
-		}
-		return nil, fmt.Errorf("schedule group %s not found on %s: create it with `%s`", group, c.where, up)
+		return nil, fmt.Errorf("schedule group %s not found on %s: create it with `%s --endpoint %s`", group, c.where, up, c.where)
 	}
 	// Reads and deletes never use the role: the local stack's role ARN does for every backend.
 	client, err := schedule.NewClient(schedule.Config{Scheduler: api, Group: group, QueueARN: queueARN,
