@@ -1,10 +1,8 @@
 package main
 
 import (
-	"archive/zip"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sqsworker/sqsworker/infra/internal/testasset"
 )
 
 // The app tests share one Node process (jsii) with nothing else in this package: no t.Parallel.
@@ -19,38 +19,15 @@ import (
 var workerZip string
 
 func TestMain(m *testing.M) {
-	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-	dir, err := os.MkdirTemp("", "infra-app-test")
-	if err != nil {
-		panic(err)
-	}
-	workerZip = filepath.Join(dir, "worker-arm64.zip")
-	if err := writeZip(workerZip); err != nil {
+	var cleanup func()
+	var err error
+	if workerZip, cleanup, err = testasset.Setup(); err != nil {
 		panic(err)
 	}
 	code := m.Run()
 	jsii.Close()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
-}
-
-func writeZip(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	zw := zip.NewWriter(f)
-	w, err := zw.Create("bootstrap")
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write([]byte("#!/bin/sh\n")); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 func TestPropsFromContext(t *testing.T) {

@@ -1,7 +1,6 @@
 package jobqueue
 
 import (
-	"archive/zip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sqsworker/sqsworker/infra/internal/testasset"
 )
 
 // The tests share one Node process (jsii); they run serially (no t.Parallel) and each template is
@@ -23,36 +24,15 @@ import (
 var assetPath string
 
 func TestMain(m *testing.M) {
-	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-	dir, err := os.MkdirTemp("", "jobqueue-test")
-	if err != nil {
-		panic(err)
-	}
-	assetPath = filepath.Join(dir, "worker-arm64.zip")
-	if err := writeZip(assetPath); err != nil {
+	var cleanup func()
+	var err error
+	if assetPath, cleanup, err = testasset.Setup(); err != nil {
 		panic(err)
 	}
 	code := m.Run()
 	jsii.Close()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
-}
-
-func writeZip(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	zw := zip.NewWriter(f)
-	w, err := zw.Create("bootstrap")
-	if err != nil {
-		return err
-	}
-	w.Write([]byte("#!/bin/sh\n"))
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // newTestApp is an App with the feature flags the app sets in ../cdk.json (the context keys that

@@ -1,0 +1,48 @@
+// Package testasset gives the infra tests what synthesizing a stack needs from outside: a worker
+// asset (a zip holding a stub bootstrap, since the tests never run it) and a quiet jsii.
+package testasset
+
+import (
+	"archive/zip"
+	"os"
+	"path/filepath"
+)
+
+// Setup quiets jsii's warning about Node 20 and writes a stub worker zip into a new temporary
+// directory. It returns the zip's path and a function that removes the directory.
+func Setup() (zipPath string, cleanup func(), err error) {
+	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	dir, err := os.MkdirTemp("", "infra-test")
+	if err != nil {
+		return "", nil, err
+	}
+	zipPath = filepath.Join(dir, "worker-arm64.zip")
+	if err := WriteWorkerZip(zipPath); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return zipPath, func() { os.RemoveAll(dir) }, nil
+}
+
+// WriteWorkerZip writes a zip holding an executable stub named bootstrap, the shape of the
+// worker asset `make build` produces.
+func WriteWorkerZip(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw := zip.NewWriter(f)
+	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
+	h.SetMode(0o755)
+	w, err := zw.CreateHeader(h)
+	if err == nil {
+		_, err = w.Write([]byte("#!/bin/sh\n"))
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
