@@ -55,7 +55,7 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer emu.Close() // after run has returned (deferred calls run last first)
+	t.Cleanup(emu.Close) // after run has returned: startRun's cleanup, registered later, runs first
 	stack := awslocal.UniqueName("cli-fifo")
 	cli := func(args ...string) (string, string, int) {
 		var stdout, stderr bytes.Buffer
@@ -66,36 +66,10 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 		t.Fatalf("up --fifo: exit %d\n%s%s", code, out, errOut)
 	}
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(runCtx, []string{"run", "--stack", stack, "--endpoint", emu.URL, "--function", "../../functions/worker",
-			"--concurrency", "2", "--timeout", "20s"}, &stdout, &stderr)
-	}()
-	defer func() {
-		stopRun()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("run did not return after cancel")
-		}
-	}()
-	running := func() {
-		select {
-		case code := <-exit:
-			exit <- code // for the deferred wait
-			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
-		default:
-		}
-	}
-	waitFor(t, 90*time.Second, "the running line", func() bool {
-		running()
-		return strings.Contains(stderr.String(), "running ")
-	})
-	if !regexp.MustCompile(`(?m)^queue +\S+/` + regexp.QuoteMeta(awslocal.QueueName(stack, true)) + `$`).MatchString(stdout.String()) {
-		t.Fatalf("run does not say it consumes %s:\n%s", awslocal.QueueName(stack, true), stdout.String())
+	running := startRun(t, ctx, 90*time.Second, "--stack", stack, "--endpoint", emu.URL, "--function", "../../functions/worker",
+		"--concurrency", "2", "--timeout", "20s")
+	if !regexp.MustCompile(`(?m)^queue +\S+/` + regexp.QuoteMeta(awslocal.QueueName(stack, true)) + `$`).MatchString(running.stdout.String()) {
+		t.Fatalf("run does not say it consumes %s:\n%s", awslocal.QueueName(stack, true), running.stdout.String())
 	}
 
 	type fifoJob struct {
@@ -144,7 +118,7 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 	}
 
 	waitFor(t, 60*time.Second, "report.build's first failure", func() bool {
-		running()
+		running.alive()
 		r := state(report)
 		return r.Runs >= 1 && r.State != idempotency.StateRunning
 	})
@@ -157,7 +131,7 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 	var late []*fifoJob
 	lastSent := time.Time{}
 	waitFor(t, 90*time.Second, "report.build to succeed", func() bool {
-		running()
+		running.alive()
 		if state(report).State == idempotency.StateSucceeded {
 			return true
 		}
@@ -174,12 +148,12 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 		return false
 	})
 	waitFor(t, 60*time.Second, "every job to succeed", func() bool {
-		running()
+		running.alive()
 		for _, j := range all {
 			switch r := state(j); r.State {
 			case idempotency.StateSucceeded:
 			case idempotency.StateDead, idempotency.StateCancelled:
-				t.Fatalf("job %s (%s): %s, reason %q, error %q\nrun's stderr:\n%s", j.name, j.ref.JobID, r.State, r.Reason, r.LastError, stderr.String())
+				t.Fatalf("job %s (%s): %s, reason %q, error %q\nrun's stderr:\n%s", j.name, j.ref.JobID, r.State, r.Reason, r.LastError, running.stderr.String())
 			default:
 				return false
 			}
@@ -243,26 +217,11 @@ func TestRunFIFOEndToEnd(t *testing.T) {
 	if len(through) == 0 {
 		t.Errorf("no job of another group, of %d sent after report.build's first failure, finished before its last attempt at %s", len(late), at(records[report].LastAttemptAt))
 	}
-	if _, failures := batchTotals(stderr.String()); failures < 2 {
-		t.Errorf("batches reported %d item failures, want report.build's two at least:\n%s", failures, stderr.String())
+	if _, failures := batchTotals(running.stderr.String()); failures < 2 {
+		t.Errorf("batches reported %d item failures, want report.build's two at least:\n%s", failures, running.stderr.String())
 	}
 	t.Logf("%d jobs; report.build's attempts %s … %s; %d of the %d later jobs of groups B and C went through meanwhile",
 		len(all), at(records[report].FirstAttemptAt), at(records[report].LastAttemptAt), len(through), len(late))
 
-	stopRun()
-	select {
-	case code := <-exit:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel, want 0:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
-	}
-	exit <- exitOK // for the deferred wait
-	if !strings.Contains(stderr.String(), "stopped") {
-		t.Errorf("stderr lacks the stopped line:\n%s", stderr.String())
-	}
-	if pids := children(t); len(pids) > 0 {
-		t.Errorf("child processes left after run returned: %v", pids)
-	}
+	running.stopCleanly()
 }

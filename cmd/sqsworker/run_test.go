@@ -55,6 +55,88 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// runningCommand is a `sqsworker run` started in the background by startRun.
+type runningCommand struct {
+	t              *testing.T
+	cancel         context.CancelFunc
+	done           chan struct{} // closed once run has returned, code set
+	code           int
+	stdout, stderr syncBuffer
+}
+
+// startRun starts `sqsworker run args...` under ctx, waits up to wait for its running line
+// (failing the test if it exits first), and registers a cleanup that stops it.
+func startRun(t *testing.T, ctx context.Context, wait time.Duration, args ...string) *runningCommand {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	r := &runningCommand{t: t, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.code = run(ctx, append([]string{"run"}, args...), &r.stdout, &r.stderr)
+	}()
+	t.Cleanup(func() { r.stop() })
+	waitFor(t, wait, "the running line", func() bool {
+		t.Helper() // an early exit is reported at the caller's line
+		r.alive()
+		return strings.Contains(r.stderr.String(), "running ")
+	})
+	return r
+}
+
+// alive fails the test if run has returned (for waitFor conditions, which run on the test goroutine).
+func (r *runningCommand) alive() {
+	r.t.Helper()
+	select {
+	case <-r.done:
+		r.t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", r.code, r.stdout.String(), r.stderr.String())
+	default:
+	}
+}
+
+// stop cancels run, waits up to 30 s for it to return (failing the test if it does not) and
+// returns its exit code. Once run has returned, it returns the same code at once.
+func (r *runningCommand) stop() int {
+	r.t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		return r.code
+	case <-time.After(30 * time.Second):
+		r.t.Fatal("run did not return within 30s of cancel")
+		return -1
+	}
+}
+
+// stopOK stops run and fails the test unless it exited 0.
+func (r *runningCommand) stopOK() {
+	r.t.Helper()
+	if code := r.stop(); code != exitOK {
+		r.t.Errorf("exit %d after cancel, want 0:\n%s", code, r.stderr.String())
+	}
+}
+
+// stopCleanly is stopOK, and checks that run said it stopped and left no child process.
+func (r *runningCommand) stopCleanly() {
+	r.t.Helper()
+	r.stopOK()
+	if !strings.Contains(r.stderr.String(), "stopped") {
+		r.t.Errorf("stderr lacks the stopped line:\n%s", r.stderr.String())
+	}
+	if pids := children(r.t); len(pids) > 0 {
+		r.t.Errorf("child processes left after run returned: %v", pids)
+	}
+}
+
+// endpoint is the embedded emulator's address from run's endpoint line.
+func (r *runningCommand) endpoint() string {
+	r.t.Helper()
+	m := regexp.MustCompile(`endpoint  (\S+) \(embedded\)`).FindStringSubmatch(r.stdout.String())
+	if m == nil {
+		r.t.Fatalf("no endpoint line:\n%s", r.stdout.String())
+	}
+	return m[1]
+}
+
 func buildEchoFn(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
@@ -98,35 +180,9 @@ func TestRunEndToEnd(t *testing.T) {
 	stack := awslocal.UniqueName("cli-run")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--stack", stack, "--bootstrap", bootstrap, "--concurrency", "2", "--timeout", "10s"}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("run did not return after cancel")
-		}
-	}()
-	var endpoint string
-	waitFor(t, 60*time.Second, "the running line", func() bool {
-		select {
-		case code := <-exit:
-			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
-		default:
-		}
-		return strings.Contains(stderr.String(), "running ")
-	})
-	if m := regexp.MustCompile(`endpoint  (\S+) \(embedded\)`).FindStringSubmatch(stdout.String()); m != nil {
-		endpoint = m[1]
-	} else {
-		t.Fatalf("no endpoint line:\n%s", stdout.String())
-	}
+	running := startRun(t, ctx, 60*time.Second, "--stack", stack, "--bootstrap", bootstrap, "--concurrency", "2", "--timeout", "10s")
 
-	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: endpoint})
+	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: running.endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,29 +216,14 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 
 	waitFor(t, 60*time.Second, "5 messages handled, 1 failed", func() bool {
-		size, failures := batchTotals(stderr.String())
+		size, failures := batchTotals(running.stderr.String())
 		return size >= 5 && failures >= 1
 	})
-	if size, failures := batchTotals(stderr.String()); size != 5 || failures != 1 {
-		t.Errorf("batches handled %d messages with %d failures, want 5 and 1:\n%s", size, failures, stderr.String())
+	if size, failures := batchTotals(running.stderr.String()); size != 5 || failures != 1 {
+		t.Errorf("batches handled %d messages with %d failures, want 5 and 1:\n%s", size, failures, running.stderr.String())
 	}
 
-	cancel()
-	select {
-	case code := <-exit:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel, want 0:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
-	}
-	exit <- exitOK // for the deferred wait
-	if !strings.Contains(stderr.String(), "stopped") {
-		t.Errorf("stderr lacks the stopped line:\n%s", stderr.String())
-	}
-	if pids := children(t); len(pids) > 0 {
-		t.Errorf("child processes left after run returned: %v", pids)
-	}
+	running.stopCleanly()
 }
 
 func TestRunUsageAndBuildErrors(t *testing.T) {
@@ -222,31 +263,11 @@ func TestRunProvisionsFIFOOnTheEmbeddedEmulator(t *testing.T) {
 	stack := awslocal.UniqueName("cli-run-fifo")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--stack", stack, "--bootstrap", bootstrap, "--fifo"}, &stdout, &stderr)
-	}()
-	waitFor(t, 60*time.Second, "the running line", func() bool {
-		select {
-		case code := <-exit:
-			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
-		default:
-		}
-		return strings.Contains(stderr.String(), "running ")
-	})
+	running := startRun(t, ctx, 60*time.Second, "--stack", stack, "--bootstrap", bootstrap, "--fifo")
 	for _, want := range []string{"/" + stack + "-jobs.fifo\n", "/" + stack + "-jobs-dlq.fifo\n"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("stdout lacks %q:\n%s", strings.TrimSpace(want), stdout.String())
+		if !strings.Contains(running.stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", strings.TrimSpace(want), running.stdout.String())
 		}
 	}
-	cancel()
-	select {
-	case code := <-exit:
-		if code != exitOK {
-			t.Errorf("exit %d after cancel, want 0:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
-	}
+	running.stopOK()
 }

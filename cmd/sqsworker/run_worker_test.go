@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,32 +25,8 @@ func TestRunRealWorkerEndToEnd(t *testing.T) {
 	stack := awslocal.UniqueName("cli-worker")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--stack", stack, "--function", "../../functions/worker", "--concurrency", "2", "--timeout", "20s"}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("run did not return after cancel")
-		}
-	}()
-	waitFor(t, 120*time.Second, "the running line", func() bool {
-		select {
-		case code := <-exit:
-			t.Fatalf("run exited early with %d:\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
-		default:
-		}
-		return strings.Contains(stderr.String(), "running ")
-	})
-	m := regexp.MustCompile(`endpoint  (\S+) \(embedded\)`).FindStringSubmatch(stdout.String())
-	if m == nil {
-		t.Fatalf("no endpoint line:\n%s", stdout.String())
-	}
-	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: m[1]})
+	running := startRun(t, ctx, 120*time.Second, "--stack", stack, "--function", "../../functions/worker", "--concurrency", "2", "--timeout", "20s")
+	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: running.endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,4 +96,5 @@ func TestRunRealWorkerEndToEnd(t *testing.T) {
 	if found.Reason != "exhausted" || found.Attempts != examplejobs.MaxAttempts || !strings.Contains(found.Failure.Error, "corrupt image") {
 		t.Errorf("dead letter = %+v", found)
 	}
+	running.stopCleanly()
 }
