@@ -427,8 +427,12 @@ func (jq *JobQueue) dashboard() {
 
 func (jq *JobQueue) outputs() {
 	c := jq.Construct
+	// Output keys are the construct's id and the output's name ("JobsSchedulerRoleArn" in the
+	// app's stack), without the hash CDK would append: producers and the sqsworker CLI look
+	// them up by name.
 	out := func(id string, v *string, desc string) {
-		awscdk.NewCfnOutput(c, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+		o := awscdk.NewCfnOutput(c, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+		o.OverrideLogicalId(jsii.String(*c.Node().Id() + id))
 	}
 	out("QueueUrl", jq.Queue.QueueUrl(), "The job queue's URL (SQSWORKER_QUEUE_URL)")
 	out("QueueArn", jq.Queue.QueueArn(), "The job queue's ARN")
