@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -27,6 +28,9 @@ type awsClients struct {
 	local bool
 	sqs   *sqs.Client
 	ddb   *dynamodb.Client
+	// cfn reads the stack's CloudFormation outputs (the scheduler's role, see schedulerRole); nil
+	// on an endpoint, where it is never needed (emulators) or the URL is not CloudFormation's.
+	cfn stackDescriber
 }
 
 // connect returns clients for --endpoint (else AWS_ENDPOINT_URL), or for AWS itself with the
@@ -74,6 +78,7 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		where: "AWS (" + cfg.Region + ")",
 		sqs:   sqs.NewFromConfig(cfg),
 		ddb:   dynamodb.NewFromConfig(cfg),
+		cfn:   cloudformation.NewFromConfig(cfg),
 	}, nil
 }
 

@@ -65,10 +65,12 @@ delay on a FIFO queue, goes through a one-time EventBridge Scheduler schedule in
 schedule group <stack>-jobs, which sends the job to the queue when it is due (within a
 minute of it): enqueue then prints the time and the schedule's name instead of a message
 id, and the job table records the job as scheduled. The scheduler sends with the IAM role
-given by --scheduler-role (default: $SQSWORKER_SCHEDULER_ROLE_ARN); the CDK stack publishes
-it as its output SchedulerRoleArn. On an emulator the role may be left out. On AWS a FIFO
-queue needs content-based deduplication for this (the CDK stack turns it on), since the
-scheduler cannot set a deduplication id. Emulators store schedules but never fire them:
+given by --scheduler-role (default: $SQSWORKER_SCHEDULER_ROLE_ARN). On AWS without either,
+enqueue reads it from the output JobsSchedulerRoleArn of the CloudFormation stack named --stack,
+which the CDK stack publishes (one DescribeStacks call: the credentials need
+cloudformation:DescribeStacks). On an emulator the role may be left out. On AWS a FIFO queue
+needs content-based deduplication for this (the CDK stack turns it on), since the scheduler
+cannot set a deduplication id. Emulators store schedules but never fire them:
 the local schedule dispatcher does.`,
 		Example: `  sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp --key order-42-welcome --delay 30s
@@ -126,9 +128,11 @@ the local schedule dispatcher does.`,
 				return err
 			}
 			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role}
+			schedRole := "" // the role the schedule assumes, once chosen
 			if needsScheduler(delay, fifo) {
-				// Known before the stack is looked up: a missing role costs no call.
-				if _, err := schedulerRole(target, os.Getenv); err != nil {
+				// Chosen before the stack's queues are looked up, so that a missing role fails fast
+				// (on AWS without the flag or the variable it costs one DescribeStacks call).
+				if schedRole, err = schedulerRole(ctx, c.cfn, target, os.Getenv); err != nil {
 					return err
 				}
 			}
@@ -147,8 +151,15 @@ the local schedule dispatcher does.`,
 			}
 			scheduleGroup := ""
 			if needsScheduler(delay, refs.FIFO) {
+				if schedRole == "" {
+					// A FIFO stack found by its queue (without --fifo): only now is the scheduler
+					// known to be needed.
+					if schedRole, err = schedulerRole(ctx, c.cfn, target, os.Getenv); err != nil {
+						return err
+					}
+				}
 				target.QueueName, target.QueueURL, target.FIFO = refs.QueueName, refs.QueueURL, refs.FIFO
-				sc, err := newJobScheduler(ctx, c, target)
+				sc, err := newJobScheduler(ctx, c, target, schedRole)
 				if err != nil {
 					return err
 				}
@@ -201,7 +212,7 @@ the local schedule dispatcher does.`,
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
 	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
-	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+"; the CDK stack's output SchedulerRoleArn)")
+	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output SchedulerRoleArn)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
@@ -239,9 +250,9 @@ func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 }
 
 // newJobScheduler returns the schedule client that delays the stack's jobs through EventBridge
-// Scheduler (see resolveJobScheduling).
-func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget) (*schedule.Client, error) {
-	cfg, err := resolveJobScheduling(ctx, c.sqs, t, os.Getenv)
+// Scheduler with the role given (see resolveJobScheduling).
+func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget, role string) (*schedule.Client, error) {
+	cfg, err := resolveJobScheduling(ctx, c.sqs, t, role)
 	if err != nil {
 		return nil, err
 	}

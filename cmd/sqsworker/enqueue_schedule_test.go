@@ -6,16 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -308,23 +316,330 @@ func TestEnqueueBadSchedulerRole(t *testing.T) {
 	}
 }
 
-// TestEnqueueNoSchedulerRoleOnAWS: on AWS, a delay that needs the scheduler, without the flag or
-// the environment variable, is a usage error saying where the role is; no call is made (the
-// credentials are fake and the queue is never looked up). Not parallel: it clears environment
-// variables.
-func TestEnqueueNoSchedulerRoleOnAWS(t *testing.T) {
-	t.Setenv(schedulerRoleEnv, "")
-	t.Setenv("AWS_ENDPOINT_URL", "")
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"enqueue", "email.send", "{}", "--delay", "16m", "--stack", "myapp", "--region", "us-east-1"}, &out, &errOut)
-	if code != exitUsage {
-		t.Fatalf("exit code = %d, want %d (stderr: %s)", code, exitUsage, errOut.String())
-	}
-	for _, want := range []string{"pass --scheduler-role ARN or set SQSWORKER_SCHEDULER_ROLE_ARN", "output SchedulerRoleArn",
-		`aws cloudformation describe-stacks --stack-name myapp --query "Stacks[0].Outputs[?OutputKey=='SchedulerRoleArn'].OutputValue" --output text`} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr = %q, want it to contain %q", errOut.String(), want)
+// cfnQueryVersion is the API version CloudFormation's Query protocol names in each request.
+const cfnQueryVersion = "2010-05-15"
+
+// fakeCloudFormation starts a server that answers DescribeStacks as CloudFormation does, with
+// the Query protocol: a form-encoded POST (Action, Version, StackName), answered in XML. stacks
+// maps a stack's name to its outputs (key → value); for any other name it answers what
+// CloudFormation does, HTTP 400 and a ValidationError "Stack with id NAME does not exist". Each
+// call is appended to log as "cloudformation:DescribeStacks NAME".
+func fakeCloudFormation(t *testing.T, stacks map[string]map[string]string, log *callLog) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("CloudFormation request: %v", err)
 		}
+		name := r.PostForm.Get("StackName")
+		log.add("cloudformation:" + r.PostForm.Get("Action") + " " + name)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" ||
+			r.PostForm.Get("Action") != "DescribeStacks" || r.PostForm.Get("Version") != cfnQueryVersion {
+			t.Errorf("CloudFormation request %s %s (%s): %v, want a form-encoded POST of DescribeStacks, version %s",
+				r.Method, r.URL, r.Header.Get("Content-Type"), r.PostForm, cfnQueryVersion)
+		}
+		// Signed for CloudFormation in the region given with --region.
+		if auth := r.Header.Get("Authorization"); !strings.Contains(auth, "/us-east-1/cloudformation/aws4_request") {
+			t.Errorf("CloudFormation request signed with %q, want a SigV4 signature for cloudformation in us-east-1", auth)
+		}
+		w.Header().Set("Content-Type", "text/xml")
+		outputs, ok := stacks[name]
+		if !ok {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `<ErrorResponse xmlns="http://cloudformation.amazonaws.com/doc/%s/">
+  <Error>
+    <Type>Sender</Type>
+    <Code>ValidationError</Code>
+    <Message>Stack with id %s does not exist</Message>
+  </Error>
+  <RequestId>8f3c5cf4-1d7e-4a8e-9a55-0d1e2f3a4b5c</RequestId>
+</ErrorResponse>
+`, cfnQueryVersion, html.EscapeString(name))
+			return
+		}
+		var members strings.Builder
+		for k, v := range outputs {
+			fmt.Fprintf(&members, `
+          <member>
+            <Description>an output</Description>
+            <OutputKey>%s</OutputKey>
+            <OutputValue>%s</OutputValue>
+          </member>`, html.EscapeString(k), html.EscapeString(v))
+		}
+		fmt.Fprintf(w, `<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/%s/">
+  <DescribeStacksResult>
+    <Stacks>
+      <member>
+        <StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/%s/4a5b6c7d-0000-11f0-8000-0a1b2c3d4e5f</StackId>
+        <StackName>%s</StackName>
+        <CreationTime>2026-11-02T10:00:00.000Z</CreationTime>
+        <StackStatus>UPDATE_COMPLETE</StackStatus>
+        <Outputs>%s
+        </Outputs>
+      </member>
+    </Stacks>
+  </DescribeStacksResult>
+  <ResponseMetadata>
+    <RequestId>1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9</RequestId>
+  </ResponseMetadata>
+</DescribeStacksResponse>
+`, cfnQueryVersion, name, html.EscapeString(name), members.String())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fakeSQS starts a server that answers every SQS call (the JSON protocol) as SQS does for a queue
+// that does not exist, logging "sqs:OPERATION"; with fail, a call fails the test.
+func fakeSQS(t *testing.T, log *callLog, fail bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
+		log.add("sqs:" + op)
+		if fail {
+			t.Errorf("SQS %s called before the scheduler's role was known", op)
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amzn-Query-Error", "AWS.SimpleQueueService.NonExistentQueue;Sender")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// callLog records the calls the fake servers receive, in order.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) add(call string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call)
+}
+
+func (l *callLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.calls, ", ")
+}
+
+// TestEnqueueNoSchedulerRoleOnAWS: on AWS, a delay that needs the scheduler, without the flag or
+// the environment variable, reads the role from the output SchedulerRoleArn of the CloudFormation
+// stack named --stack, with one DescribeStacks call before the queue is looked up. The SDK's
+// CloudFormation and SQS endpoints are local servers (AWS_ENDPOINT_URL_CLOUDFORMATION,
+// AWS_ENDPOINT_URL_SQS: the SDK's service-specific endpoint variables), so nothing reaches AWS.
+// A missing stack, a missing output and a value that is no role ARN are usage errors made
+// before SQS is called; a role found lets the command go on to the queue. Not parallel: it sets
+// environment variables.
+func TestEnqueueNoSchedulerRoleOnAWS(t *testing.T) {
+	const role = "arn:aws:iam::123456789012:role/myapp-JobsSchedulerRole1A2B3C4D-ZyXwVuTs"
+	tests := []struct {
+		name    string
+		outputs map[string]string // the stack myapp's outputs; nil: no such stack
+		sqsOK   bool              // SQS may be called (after the role is found)
+		code    int
+		want    []string
+		calls   string
+	}{
+		{
+			name: "no stack",
+			code: exitUsage,
+			want: []string{"needs the IAM role the scheduler assumes", "no CloudFormation stack named myapp was found on AWS (us-east-1)",
+				"check --stack and --region, or pass --scheduler-role ARN or set SQSWORKER_SCHEDULER_ROLE_ARN", "Run 'sqsworker enqueue --help'"},
+			calls: "cloudformation:DescribeStacks myapp",
+		},
+		{
+			name:    "no output",
+			outputs: map[string]string{"JobsQueueUrl9FF5FB1F": "https://sqs.us-east-1.amazonaws.com/123456789012/myapp-jobs"},
+			code:    exitUsage,
+			want: []string{"CloudFormation stack myapp (UPDATE_COMPLETE) has no output SchedulerRoleArn", "deployed with scheduling disabled",
+				"pass --scheduler-role ARN or set SQSWORKER_SCHEDULER_ROLE_ARN", "Run 'sqsworker enqueue --help'"},
+			calls: "cloudformation:DescribeStacks myapp",
+		},
+		{
+			name:    "not a role",
+			outputs: map[string]string{"JobsSchedulerRoleArnA23EDD26": "myapp-scheduler"},
+			code:    exitUsage,
+			want:    []string{`output JobsSchedulerRoleArnA23EDD26 of CloudFormation stack myapp "myapp-scheduler" is not an IAM role ARN`, "pass --scheduler-role ARN"},
+			calls:   "cloudformation:DescribeStacks myapp",
+		},
+		{
+			// The role is read; the command goes on to the queue, which the fake SQS does not have.
+			name: "role found",
+			outputs: map[string]string{"JobsQueueUrl9FF5FB1F": "https://sqs.us-east-1.amazonaws.com/123456789012/myapp-jobs",
+				"JobsSchedulerRoleArnA23EDD26": role},
+			sqsOK: true,
+			code:  exitError,
+			want:  []string{"queue myapp-jobs not found on AWS (us-east-1)"},
+			calls: "cloudformation:DescribeStacks myapp, sqs:GetQueueUrl, sqs:GetQueueUrl",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log callLog
+			stacks := map[string]map[string]string{}
+			if tt.outputs != nil {
+				stacks["myapp"] = tt.outputs
+			}
+			t.Setenv(schedulerRoleEnv, "")
+			t.Setenv("AWS_ENDPOINT_URL", "")
+			t.Setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "")
+			t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", fakeCloudFormation(t, stacks, &log).URL)
+			t.Setenv("AWS_ENDPOINT_URL_SQS", fakeSQS(t, &log, !tt.sqsOK).URL)
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"enqueue", "email.send", "{}", "--delay", "16m", "--stack", "myapp", "--region", "us-east-1"}, &out, &errOut)
+			if code != tt.code {
+				t.Errorf("exit code = %d, want %d (stderr: %s)", code, tt.code, errOut.String())
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("stderr = %q, want it to contain %q", errOut.String(), want)
+				}
+			}
+			if got := log.String(); got != tt.calls {
+				t.Errorf("calls = %s, want %s", got, tt.calls)
+			}
+		})
+	}
+}
+
+// fakeStacks is a stackDescriber answering with one stack (or err), recording the names asked.
+type fakeStacks struct {
+	stack *cftypes.Stack // nil: an answer without stacks
+	err   error
+	asked []string
+}
+
+func (f *fakeStacks) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	f.asked = append(f.asked, aws.ToString(in.StackName))
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := &cloudformation.DescribeStacksOutput{}
+	if f.stack != nil {
+		out.Stacks = []cftypes.Stack{*f.stack}
+	}
+	return out, nil
+}
+
+// stackWith returns a deployed stack myapp with the outputs given, as key, value pairs.
+func stackWith(kv ...string) *cftypes.Stack {
+	s := &cftypes.Stack{StackName: aws.String("myapp"), StackStatus: cftypes.StackStatusUpdateComplete}
+	for i := 0; i+1 < len(kv); i += 2 {
+		s.Outputs = append(s.Outputs, cftypes.Output{OutputKey: aws.String(kv[i]), OutputValue: aws.String(kv[i+1])})
+	}
+	return s
+}
+
+// TestSchedulerRole: the role's sources in order (flag, environment, the emulator's local role,
+// the CloudFormation stack's output), the one DescribeStacks call only when it is the source,
+// and its errors, usage errors (exit 2) or not (exit 1).
+func TestSchedulerRole(t *testing.T) {
+	t.Parallel()
+	const (
+		flagRole  = "arn:aws:iam::123456789012:role/from-flag"
+		envRole   = "arn:aws-us-gov:iam::123456789012:role/from-env"
+		stackRole = "arn:aws:iam::123456789012:role/myapp-JobsSchedulerRole1A2B3C4D-ZyXwVuTs"
+		cdkKey    = "JobsSchedulerRoleArnA23EDD26"
+		queueURL  = "https://sqs.eu-west-1.amazonaws.com/123456789012/myapp-jobs"
+		hintEnv   = "pass --scheduler-role ARN or set SQSWORKER_SCHEDULER_ROLE_ARN"
+	)
+	describeHint := `aws cloudformation describe-stacks --stack-name myapp --query "Stacks[0].Outputs[?contains(OutputKey, 'SchedulerRoleArn')].OutputValue" --output text`
+	notFound := &smithy.GenericAPIError{Code: "ValidationError", Message: "Stack with id myapp does not exist", Fault: smithy.FaultClient}
+	tests := []struct {
+		name       string
+		flag, env  string
+		local      bool
+		noCFN      bool // no CloudFormation client (an AWS host given as --endpoint)
+		cfn        fakeStacks
+		want       string // the role; "" for an error
+		wantAsked  bool   // DescribeStacks was called (for myapp)
+		wantUsage  bool
+		wantErr    []string
+		wantAPIErr string // the error code the error wraps
+	}{
+		{name: "output of the CDK construct", cfn: fakeStacks{stack: stackWith("JobsQueueUrl9FF5FB1F", queueURL, cdkKey, stackRole)},
+			want: stackRole, wantAsked: true},
+		{name: "output under its own name", cfn: fakeStacks{stack: stackWith("SchedulerRoleArn", stackRole)}, want: stackRole, wantAsked: true},
+		{name: "output under the construct's fixed name", cfn: fakeStacks{stack: stackWith("JobsSchedulerRoleArn", stackRole)}, want: stackRole, wantAsked: true},
+		{name: "flag wins", flag: flagRole, env: envRole, cfn: fakeStacks{stack: stackWith(cdkKey, stackRole)}, want: flagRole},
+		{name: "environment wins", env: envRole, cfn: fakeStacks{stack: stackWith(cdkKey, stackRole)}, want: envRole},
+		{name: "bad environment", env: "myapp-scheduler", cfn: fakeStacks{stack: stackWith(cdkKey, stackRole)},
+			wantUsage: true, wantErr: []string{`$SQSWORKER_SCHEDULER_ROLE_ARN "myapp-scheduler" is not an IAM role ARN`}},
+		{name: "emulator", local: true, cfn: fakeStacks{stack: stackWith(cdkKey, stackRole)}, want: awslocal.SchedulerRoleARN("myapp")},
+		{name: "AWS endpoint without CloudFormation", noCFN: true,
+			wantUsage: true, wantErr: []string{hintEnv, describeHint}},
+		{name: "stack missing", cfn: fakeStacks{err: notFound}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"no CloudFormation stack named myapp was found on AWS (eu-west-1)", "check --stack and --region", hintEnv}},
+		{name: "stack missing, StackNotFoundException", cfn: fakeStacks{err: &cftypes.StackNotFoundException{Message: aws.String("no such stack")}}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"no CloudFormation stack named myapp was found"}},
+		{name: "no stack in the answer", cfn: fakeStacks{}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"no CloudFormation stack named myapp was found"}},
+		{name: "output missing", cfn: fakeStacks{stack: stackWith("JobsQueueUrl9FF5FB1F", queueURL)}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"CloudFormation stack myapp (UPDATE_COMPLETE) has no output SchedulerRoleArn", "scheduling disabled", hintEnv}},
+		{name: "look-alike outputs", cfn: fakeStacks{stack: stackWith("SchedulerRoleArnBackup", stackRole, "JobsSchedulerRoleArnA23EDD2", stackRole,
+			"JobsSchedulerRoleArna23edd26", stackRole, "JobsSchedulerRoleArnA23EDD26X", stackRole)}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"has no output SchedulerRoleArn"}},
+		{name: "two outputs", cfn: fakeStacks{stack: stackWith(cdkKey, stackRole, "OtherSchedulerRoleArn0123ABCD", stackRole)}, wantAsked: true,
+			wantUsage: true, wantErr: []string{"has 2 outputs that may be it (" + cdkKey + ", OtherSchedulerRoleArn0123ABCD)", hintEnv}},
+		{name: "bad ARN in the output", cfn: fakeStacks{stack: stackWith(cdkKey, "arn:aws:iam::123456789012:user/x")}, wantAsked: true,
+			wantUsage: true, wantErr: []string{`output ` + cdkKey + ` of CloudFormation stack myapp "arn:aws:iam::123456789012:user/x" is not an IAM role ARN`, hintEnv}},
+		{name: "access denied", cfn: fakeStacks{err: &smithy.GenericAPIError{Code: "AccessDenied",
+			Message: "User: arn:aws:iam::123456789012:user/dev is not authorized to perform: cloudformation:DescribeStacks"}}, wantAsked: true,
+			wantErr:    []string{"read the scheduler's role from CloudFormation stack myapp: ", "cloudformation:DescribeStacks", hintEnv, describeHint},
+			wantAPIErr: "AccessDenied"},
+		{name: "other validation error", cfn: fakeStacks{err: &smithy.GenericAPIError{Code: "ValidationError",
+			Message: "1 validation error detected: Value 'my_app' at 'stackName' failed to satisfy constraint"}}, wantAsked: true,
+			wantErr: []string{"read the scheduler's role from CloudFormation stack myapp", "failed to satisfy constraint", hintEnv}, wantAPIErr: "ValidationError"},
+		{name: "network error", cfn: fakeStacks{err: errors.New("dial tcp: connection refused")}, wantAsked: true,
+			wantErr: []string{"read the scheduler's role from CloudFormation stack myapp", "connection refused", hintEnv}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			target := schedulingTarget{Stack: "myapp", QueueName: "myapp-jobs", QueueURL: queueURL, Where: "AWS (eu-west-1)", Role: tt.flag, Local: tt.local}
+			if tt.local {
+				target.Where = "http://localhost:4566"
+			}
+			getenv := func(k string) string {
+				if k == schedulerRoleEnv {
+					return tt.env
+				}
+				t.Errorf("getenv(%q): only %s is a source", k, schedulerRoleEnv)
+				return ""
+			}
+			var cfn stackDescriber = &tt.cfn
+			if tt.noCFN {
+				cfn = nil
+			}
+			got, err := schedulerRole(context.Background(), cfn, target, getenv)
+			if wantAsked := strings.Join(tt.cfn.asked, ","); tt.wantAsked && wantAsked != "myapp" || !tt.wantAsked && wantAsked != "" {
+				t.Errorf("DescribeStacks asked for %q, want %v", tt.cfn.asked, map[bool]string{true: "one call for myapp", false: "no call"}[tt.wantAsked])
+			}
+			if tt.want != "" {
+				if err != nil || got != tt.want {
+					t.Errorf("role = %q, %v; want %s", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("role = %q, want an error", got)
+			}
+			var ue *usageError
+			if errors.As(err, &ue) != tt.wantUsage {
+				t.Errorf("err = %v: usage error (exit 2) %v, want %v", err, !tt.wantUsage, tt.wantUsage)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %q, want it to contain %q", err, want)
+				}
+			}
+			if code := apiErrorCode(err); code != tt.wantAPIErr {
+				t.Errorf("API error code in the chain = %q, want %q", code, tt.wantAPIErr)
+			}
+		})
 	}
 }
 
@@ -360,65 +675,36 @@ func (f fakeQueues) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttrib
 	return &sqs.GetQueueAttributesOutput{Attributes: attrs}, nil
 }
 
-// TestResolveJobScheduling covers the AWS cases the emulator cannot show: the role's sources and
-// the missing-role error (no call), the scheduler DLQ, and a FIFO queue without content-based
-// deduplication.
+// TestResolveJobScheduling covers the AWS cases the emulator cannot show: the scheduler DLQ, and a
+// FIFO queue without content-based deduplication (the role's sources are TestSchedulerRole's).
 func TestResolveJobScheduling(t *testing.T) {
 	t.Parallel()
 	const (
 		role    = "arn:aws:iam::123456789012:role/myapp-scheduler"
-		envRole = "arn:aws-us-gov:iam::123456789012:role/from-env"
 		prefix  = "https://sqs.eu-west-1.amazonaws.com/123456789012/"
 		arnBase = "arn:aws:sqs:eu-west-1:123456789012:"
 	)
-	noEnv := func(string) string { return "" }
-	withEnv := func(v string) func(string) string {
-		return func(k string) string {
-			if k == schedulerRoleEnv {
-				return v
-			}
-			return ""
-		}
-	}
 	std := schedulingTarget{Stack: "myapp", QueueName: "myapp-jobs", QueueURL: prefix + "myapp-jobs", Where: "AWS (eu-west-1)"}
-	fifo := schedulingTarget{Stack: "myapp", QueueName: "myapp-jobs.fifo", QueueURL: prefix + "myapp-jobs.fifo", FIFO: true, Where: "AWS (eu-west-1)", Role: role}
+	fifo := schedulingTarget{Stack: "myapp", QueueName: "myapp-jobs.fifo", QueueURL: prefix + "myapp-jobs.fifo", FIFO: true, Where: "AWS (eu-west-1)"}
 	withDLQ := fakeQueues{
 		"myapp-jobs":               {"QueueArn": arnBase + "myapp-jobs"},
 		"myapp-jobs.fifo":          {"QueueArn": arnBase + "myapp-jobs.fifo", "ContentBasedDeduplication": "true"},
 		"myapp-jobs-scheduler-dlq": {"QueueArn": arnBase + "myapp-jobs-scheduler-dlq"},
 	}
 
-	t.Run("no role on AWS", func(t *testing.T) {
+	t.Run("scheduler DLQ", func(t *testing.T) {
 		t.Parallel()
-		_, err := resolveJobScheduling(context.Background(), noCalls{t}, std, noEnv)
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--scheduler-role") || !strings.Contains(err.Error(), "describe-stacks --stack-name myapp") {
-			t.Errorf("err = %v, want a usage error naming --scheduler-role and the stack output", err)
-		}
-	})
-	t.Run("bad role in the environment", func(t *testing.T) {
-		t.Parallel()
-		_, err := resolveJobScheduling(context.Background(), noCalls{t}, std, withEnv("myapp-scheduler"))
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), `$SQSWORKER_SCHEDULER_ROLE_ARN "myapp-scheduler" is not an IAM role ARN`) {
-			t.Errorf("err = %v, want a usage error naming the variable", err)
-		}
-	})
-	t.Run("role from the environment, scheduler DLQ", func(t *testing.T) {
-		t.Parallel()
-		cfg, err := resolveJobScheduling(context.Background(), withDLQ, std, withEnv(envRole))
+		cfg, err := resolveJobScheduling(context.Background(), withDLQ, std, role)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Group != "myapp-jobs" || cfg.QueueARN != arnBase+"myapp-jobs" || cfg.RoleARN != envRole || cfg.DeadLetterARN != arnBase+"myapp-jobs-scheduler-dlq" {
-			t.Errorf("config = %+v, want group myapp-jobs, the queue's ARN, the role %s and the scheduler DLQ", cfg, envRole)
+		if cfg.Group != "myapp-jobs" || cfg.QueueARN != arnBase+"myapp-jobs" || cfg.RoleARN != role || cfg.DeadLetterARN != arnBase+"myapp-jobs-scheduler-dlq" {
+			t.Errorf("config = %+v, want group myapp-jobs, the queue's ARN, the role %s and the scheduler DLQ", cfg, role)
 		}
 	})
-	t.Run("flag before environment, no scheduler DLQ", func(t *testing.T) {
+	t.Run("no scheduler DLQ", func(t *testing.T) {
 		t.Parallel()
-		target := std
-		target.Role = role
-		cfg, err := resolveJobScheduling(context.Background(), fakeQueues{"myapp-jobs": {"QueueArn": arnBase + "myapp-jobs"}}, target, withEnv(envRole))
+		cfg, err := resolveJobScheduling(context.Background(), fakeQueues{"myapp-jobs": {"QueueArn": arnBase + "myapp-jobs"}}, std, role)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,18 +712,9 @@ func TestResolveJobScheduling(t *testing.T) {
 			t.Errorf("config = %+v, want role %s and no DLQ", cfg, role)
 		}
 	})
-	t.Run("local default role", func(t *testing.T) {
-		t.Parallel()
-		target := std
-		target.Local = true
-		cfg, err := resolveJobScheduling(context.Background(), fakeQueues{"myapp-jobs": {"QueueArn": arnBase + "myapp-jobs"}}, target, noEnv)
-		if err != nil || cfg.RoleARN != awslocal.SchedulerRoleARN("myapp") {
-			t.Errorf("config = %+v, %v; want the local role", cfg, err)
-		}
-	})
 	t.Run("FIFO with content-based deduplication", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := resolveJobScheduling(context.Background(), withDLQ, fifo, noEnv)
+		cfg, err := resolveJobScheduling(context.Background(), withDLQ, fifo, role)
 		if err != nil || cfg.QueueARN != arnBase+"myapp-jobs.fifo" || cfg.DeadLetterARN != arnBase+"myapp-jobs-scheduler-dlq" {
 			t.Errorf("config = %+v, %v", cfg, err)
 		}
@@ -445,13 +722,13 @@ func TestResolveJobScheduling(t *testing.T) {
 	t.Run("FIFO without content-based deduplication", func(t *testing.T) {
 		t.Parallel()
 		queues := fakeQueues{"myapp-jobs.fifo": {"QueueArn": arnBase + "myapp-jobs.fifo", "ContentBasedDeduplication": "false"}}
-		_, err := resolveJobScheduling(context.Background(), queues, fifo, noEnv)
+		_, err := resolveJobScheduling(context.Background(), queues, fifo, role)
 		if err == nil || !strings.Contains(err.Error(), "content-based deduplication off") {
 			t.Errorf("err = %v, want the content-based deduplication error", err)
 		}
 		local := fifo
 		local.Local = true // the local dispatcher sets a deduplication id itself
-		if _, err := resolveJobScheduling(context.Background(), queues, local, noEnv); err != nil {
+		if _, err := resolveJobScheduling(context.Background(), queues, local, role); err != nil {
 			t.Errorf("local: %v", err)
 		}
 	})

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -123,7 +126,7 @@ type schedulingTarget struct {
 	Local bool
 	// Where names the endpoint in messages.
 	Where string
-	// Role is --scheduler-role, "" when it was not given.
+	// Role is --scheduler-role, "" when it was not given (see schedulerRole).
 	Role string
 }
 
@@ -136,16 +139,11 @@ type queueLookup interface {
 var _ queueLookup = (*sqs.Client)(nil)
 
 // resolveJobScheduling returns the schedule.Config of the one-time schedules that carry the
-// stack's delayed jobs: the role (schedulerRole), the schedule group <stack>-jobs, the queue's
-// ARN and, when the stack has one, the scheduler's dead-letter queue. The caller sets
-// Config.Scheduler. It reads the role before any call, so that a missing role costs none; then
-// it makes one GetQueueAttributes call on the queue and one GetQueueUrl (plus GetQueueAttributes
-// when it exists) for the scheduler DLQ.
-func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget, getenv func(string) string) (schedule.Config, error) {
-	role, err := schedulerRole(t, getenv)
-	if err != nil {
-		return schedule.Config{}, err
-	}
+// stack's delayed jobs: the role (as schedulerRole chose it), the schedule group <stack>-jobs, the
+// queue's ARN and, when the stack has one, the scheduler's dead-letter queue. The caller sets
+// Config.Scheduler. It makes one GetQueueAttributes call on the queue and one GetQueueUrl (plus
+// GetQueueAttributes when it exists) for the scheduler DLQ.
+func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget, role string) (schedule.Config, error) {
 	attrs, err := queueAttributes(ctx, q, t.QueueURL, sqstypes.QueueAttributeNameQueueArn, sqstypes.QueueAttributeNameContentBasedDeduplication)
 	if err != nil {
 		return schedule.Config{}, fmt.Errorf("read the attributes of queue %s: %w", t.QueueName, err)
@@ -172,10 +170,27 @@ func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget
 	}, nil
 }
 
+// schedulerRoleOutput is the CloudFormation output in which the CDK stack (infra/jobqueue)
+// publishes the role EventBridge Scheduler assumes.
+const schedulerRoleOutput = "SchedulerRoleArn"
+
+// stackDescriber is the part of the CloudFormation client schedulerRole uses.
+// *cloudformation.Client implements it.
+type stackDescriber interface {
+	DescribeStacks(ctx context.Context, in *cloudformation.DescribeStacksInput, optFns ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error)
+}
+
+var _ stackDescriber = (*cloudformation.Client)(nil)
+
+// needRole opens the errors of a role schedulerRole cannot find.
+const needRole = "this delay goes through an EventBridge Scheduler schedule, which needs the IAM role the scheduler assumes to send to the queue"
+
 // schedulerRole chooses the role EventBridge Scheduler assumes to send the job: --scheduler-role,
 // else $SQSWORKER_SCHEDULER_ROLE_ARN, else, on an emulator, the local stack's role (any ARN works
-// there). On AWS with neither, it is a usage error saying where the CDK stack publishes the role.
-func schedulerRole(t schedulingTarget, getenv func(string) string) (string, error) {
+// there), else the output SchedulerRoleArn of the CloudFormation stack named after the stack, read
+// with one DescribeStacks call (see stackSchedulerRole). The flag and the variable are checked
+// without any call; on an emulator cfn is never called (connect builds none there).
+func schedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget, getenv func(string) string) (string, error) {
 	if t.Role != "" {
 		return t.Role, checkRoleARN("--scheduler-role", t.Role)
 	}
@@ -185,10 +200,98 @@ func schedulerRole(t schedulingTarget, getenv func(string) string) (string, erro
 	if t.Local {
 		return awslocal.SchedulerRoleARN(t.Stack), nil
 	}
-	return "", &usageError{fmt.Errorf("this delay goes through an EventBridge Scheduler schedule, which needs the IAM role the scheduler assumes to send to the queue: "+
-		"pass --scheduler-role ARN or set %s. The CDK stack publishes it as its output SchedulerRoleArn:\n"+
-		"  aws cloudformation describe-stacks --stack-name %s --query \"Stacks[0].Outputs[?OutputKey=='SchedulerRoleArn'].OutputValue\" --output text",
-		schedulerRoleEnv, t.Stack)}
+	if cfn == nil {
+		// An AWS host given as --endpoint: that URL is not CloudFormation's, so connect builds no
+		// client to ask (a usage error, as before CloudFormation was asked).
+		return "", &usageError{fmt.Errorf("%s: pass --scheduler-role ARN or set %s. %s", needRole, schedulerRoleEnv, describeStacksHint(t.Stack))}
+	}
+	return stackSchedulerRole(ctx, cfn, t)
+}
+
+// stackSchedulerRole reads the scheduler's role from the output SchedulerRoleArn of the
+// CloudFormation stack named t.Stack (infra/main.go names the stack after its "stack" context
+// value, which is --stack), and checks it with checkRoleARN.
+//
+// Exit codes: the stack missing, the output missing or ambiguous, and a value that is no role ARN
+// are usage errors (2), as the missing role they stand for has always been: the role must then
+// come from the command line (--scheduler-role, or the variable), or --stack or --region is
+// wrong. A failed call (access denied, throttling, an unreachable endpoint) is an error (1), as
+// every failed AWS call of the CLI is: the command line is right, and may succeed once the cause
+// is fixed.
+func stackSchedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget) (string, error) {
+	out, err := cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(t.Stack)})
+	if err != nil && !stackNotFound(err) {
+		return "", fmt.Errorf("read the scheduler's role from CloudFormation stack %s: %w\n  pass --scheduler-role ARN or set %s. %s",
+			t.Stack, err, schedulerRoleEnv, describeStacksHint(t.Stack))
+	}
+	if err != nil || len(out.Stacks) == 0 {
+		return "", &usageError{fmt.Errorf("%s, and no CloudFormation stack named %s was found on %s to read it from (the CDK stack publishes it as its output %s): "+
+			"check --stack and --region, or pass --scheduler-role ARN or set %s", needRole, t.Stack, t.Where, schedulerRoleOutput, schedulerRoleEnv)}
+	}
+	st := out.Stacks[0]
+	var keys, values []string
+	for _, o := range st.Outputs {
+		if isSchedulerRoleOutput(aws.ToString(o.OutputKey)) {
+			keys, values = append(keys, aws.ToString(o.OutputKey)), append(values, aws.ToString(o.OutputValue))
+		}
+	}
+	if len(keys) == 0 {
+		status := ""
+		if st.StackStatus != "" {
+			status = " (" + string(st.StackStatus) + ")"
+		}
+		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s%s has no output %s: it was deployed with scheduling disabled, or it is not an sqsworker stack. "+
+			"Deploy it with scheduling enabled, or pass --scheduler-role ARN or set %s", needRole, t.Stack, status, schedulerRoleOutput, schedulerRoleEnv)}
+	}
+	if len(keys) > 1 {
+		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s has %d outputs that may be it (%s): pass --scheduler-role ARN or set %s",
+			needRole, t.Stack, len(keys), strings.Join(keys, ", "), schedulerRoleEnv)}
+	}
+	if err := checkRoleARN(fmt.Sprintf("output %s of CloudFormation stack %s", keys[0], t.Stack), values[0]); err != nil {
+		return "", &usageError{fmt.Errorf("%w; pass --scheduler-role ARN or set %s", err, schedulerRoleEnv)}
+	}
+	return values[0], nil
+}
+
+// stackNotFound reports whether err is CloudFormation's answer for a stack that does not exist:
+// DescribeStacks answers a ValidationError "Stack with id NAME does not exist" (the SDK's
+// StackNotFoundException is for other operations; it is accepted too).
+func stackNotFound(err error) bool {
+	var nf *cftypes.StackNotFoundException
+	if errors.As(err, &nf) {
+		return true
+	}
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" && strings.Contains(ae.ErrorMessage(), "does not exist")
+}
+
+// isSchedulerRoleOutput reports whether a stack output's key names the scheduler's role: a key
+// ending in SchedulerRoleArn ("JobsSchedulerRoleArn", what infra/jobqueue names it in the stack of
+// infra/main.go, or SchedulerRoleArn itself), optionally followed by the 8 hex digits CDK appends
+// to the logical id of an output inside a construct when the construct does not fix it
+// ("JobsSchedulerRoleArnA23EDD26").
+func isSchedulerRoleOutput(key string) bool {
+	if n := len(key) - 8; n > 0 && isUpperHex(key[n:]) && strings.HasSuffix(key[:n], schedulerRoleOutput) {
+		return true
+	}
+	return strings.HasSuffix(key, schedulerRoleOutput)
+}
+
+// isUpperHex reports whether s is made of the digits 0-9 and A-F.
+func isUpperHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// describeStacksHint is the command that prints the stack's role, for messages.
+func describeStacksHint(stack string) string {
+	return fmt.Sprintf("The CDK stack publishes the role as its output %s:\n"+
+		"  aws cloudformation describe-stacks --stack-name %s --query \"Stacks[0].Outputs[?contains(OutputKey, '%s')].OutputValue\" --output text",
+		schedulerRoleOutput, stack, schedulerRoleOutput)
 }
 
 // schedulerDLQARN returns the ARN of the stack's scheduler dead-letter queue, or "" when the stack
