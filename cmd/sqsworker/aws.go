@@ -182,14 +182,15 @@ func (c *awsClients) missing(err error, what, stack string, fifo bool) error {
 	if !errors.Is(err, errNoQueue) && !errors.Is(err, errNoTable) {
 		return err
 	}
+	if !c.local {
+		// `up` provisions emulators and LocalStack; on AWS the CDK app in infra/ deploys stacks.
+		return fmt.Errorf("%s not found on %s: is the stack name (or --region) right? Deploy the stack with `make deploy CDK_CTX='-c stack=%s'` (infra/README.md)", what, c.where, stack)
+	}
 	up := "sqsworker up --stack " + stack
 	if fifo {
 		up += " --fifo"
 	}
-	if c.local {
-		up += " --endpoint " + c.where
-	}
-	return fmt.Errorf("%s not found on %s: is the stack name right? Create the stack with `%s`", what, c.where, up)
+	return fmt.Errorf("%s not found on %s: is the stack name right? Create the stack with `%s --endpoint %s`", what, c.where, up, c.where)
 }
 
 // apiErrorCode returns the error code of an AWS API error in err's chain, or "".
