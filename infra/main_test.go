@@ -18,17 +18,7 @@ import (
 
 var workerZip string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	if workerZip, cleanup, err = testasset.Setup(); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	jsii.Close()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testasset.Main(m, &workerZip) }
 
 func TestPropsFromContext(t *testing.T) {
 	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60", "workerEnqueues": "true"}

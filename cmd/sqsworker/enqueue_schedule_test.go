@@ -207,10 +207,10 @@ func TestEnqueueFIFODelayThroughScheduler(t *testing.T) {
 	stack := newUpStack(t, "fdelay", true)
 	ctx := context.Background()
 	client := sqs.NewFromConfig(backend(t).Config)
-	if _, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(schedulerDLQName(stack))}); err != nil {
+	if _, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awslocal.SchedulerDLQName(stack))}); err != nil {
 		t.Fatal(err)
 	}
-	_, dlqARN := queueARN(t, schedulerDLQName(stack))
+	_, dlqARN := queueARN(t, awslocal.SchedulerDLQName(stack))
 	tr := newTranscript(t, stack)
 	start := time.Now()
 	out := tr.must("enqueue", "report.build", `{"month":"2026-11"}`, "--group", "g", "--delay", "30s", "-o", "json")

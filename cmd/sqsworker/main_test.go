@@ -9,11 +9,7 @@ import (
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	checkUsageErrors(t, []usageCase{
 		{"unknown flag", []string{"demo", "--nope"}, "unknown flag: --nope"},
 		{"extra argument", []string{"demo", "extra"}, `demo takes no arguments, got ["extra"]`},
 		{"up without stack", []string{"up"}, "up needs --stack NAME"},
@@ -55,8 +51,21 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"dlq redrive argument", []string{"dlq", "redrive", "all", "--stack", "s"}, "redrive takes no arguments"},
 		{"dlq purge without confirm", []string{"dlq", "purge", "--stack", "myapp"}, "dlq purge needs --confirm QUEUE_NAME, the name of the dead-letter queue (myapp-jobs-dlq, or myapp-jobs-dlq.fifo"},
 		{"dlq purge without stack", []string{"dlq", "purge", "--confirm", "x"}, "dlq purge needs --stack NAME"},
-	}
-	for _, tt := range tests {
+	})
+}
+
+// usageCase is a command line the CLI must refuse as bad usage, and part of what it must say.
+type usageCase struct {
+	name string
+	args []string
+	want string
+}
+
+// checkUsageErrors runs each case in parallel: exit code 2, and stderr says want and points to
+// --help.
+func checkUsageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var out, errOut bytes.Buffer

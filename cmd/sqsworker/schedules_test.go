@@ -127,11 +127,7 @@ func TestSchedulesErrors(t *testing.T) {
 
 func TestSchedulesUsageErrors(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	checkUsageErrors(t, []usageCase{
 		{"without command", []string{"schedules", "--stack", "s"}, "schedules needs a command: list, show or delete"},
 		{"unknown command", []string{"schedules", "rm", "x", "--stack", "s"}, `unknown schedules command "rm"`},
 		{"list without stack", []string{"schedules", "list"}, "schedules list needs --stack NAME"},
@@ -146,20 +142,7 @@ func TestSchedulesUsageErrors(t *testing.T) {
 		{"delete without name", []string{"schedules", "delete", "--stack", "s"}, "schedules delete needs NAME"},
 		{"delete empty name", []string{"schedules", "delete", "", "--stack", "s"}, `NAME "": a schedule name is 1-64 characters`},
 		{"delete unknown flag", []string{"schedules", "delete", "a", "--force", "--stack", "s"}, "unknown flag: --force"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var out, errOut bytes.Buffer
-			code := run(context.Background(), tt.args, &out, &errOut)
-			if code != exitUsage {
-				t.Errorf("exit code = %d, want %d (stderr: %s)", code, exitUsage, errOut.String())
-			}
-			if !strings.Contains(errOut.String(), tt.want) || !strings.Contains(errOut.String(), "--help") {
-				t.Errorf("stderr = %q, want it to contain %q and point to --help", errOut.String(), tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestSchedulesHelpHasExamples(t *testing.T) {

@@ -29,10 +29,6 @@ func needsScheduler(delay time.Duration, fifo bool) bool {
 	return delay > producer.MaxDelay || fifo && delay > 0
 }
 
-// schedulerDLQName returns the queue a stack's schedules name as their dead-letter queue, as the
-// CDK stack names it (infra/jobqueue SchedulerDLQName): a standard queue even on FIFO stacks.
-func schedulerDLQName(stack string) string { return stack + "-jobs-scheduler-dlq" }
-
 // roleARNExample is the shape of an IAM role ARN, for messages.
 const roleARNExample = "arn:aws:iam::123456789012:role/NAME"
 
@@ -297,7 +293,7 @@ func describeStacksHint(stack string) string {
 // schedulerDLQARN returns the ARN of the stack's scheduler dead-letter queue, or "" when the stack
 // has none (stacks made by `sqsworker up`, or CDK stacks without scheduling).
 func schedulerDLQARN(ctx context.Context, q queueLookup, stack string) (string, error) {
-	name := schedulerDLQName(stack)
+	name := awslocal.SchedulerDLQName(stack)
 	out, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		var qe *sqstypes.QueueDoesNotExist

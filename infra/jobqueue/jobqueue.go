@@ -69,7 +69,8 @@ type JobQueue struct {
 	Dashboard     awscloudwatch.Dashboard
 }
 
-// QueueName, DLQName, TableName and ScheduleGroupName mirror pkg/awslocal.
+// QueueName, DLQName, TableName, ScheduleGroupName and SchedulerDLQName mirror pkg/awslocal (this
+// module does not import the library).
 func QueueName(name string, fifo bool) string { return suffix(name+"-jobs", fifo) }
 func DLQName(name string, fifo bool) string   { return suffix(name+"-jobs-dlq", fifo) }
 func TableName(name string) string            { return name + "-jobs" }

@@ -24,17 +24,7 @@ import (
 
 var assetPath string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	if assetPath, cleanup, err = testasset.Setup(); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	jsii.Close()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testasset.Main(m, &assetPath) }
 
 // newTestApp is an App with the feature flags the app sets in ../cdk.json (the context keys that
 // name a flag, "@aws-cdk/…"), so that the tests check what `make synth` deploys.

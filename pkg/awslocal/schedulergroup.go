@@ -13,6 +13,11 @@ import (
 // ScheduleGroupName returns a stack's EventBridge Scheduler schedule group: "<stack>-jobs".
 func ScheduleGroupName(stack string) string { return stack + "-jobs" }
 
+// SchedulerDLQName returns the queue a stack's schedules name as their dead-letter queue,
+// "<stack>-jobs-scheduler-dlq", as the CDK stack names it (infra/jobqueue SchedulerDLQName): a
+// standard queue even on FIFO stacks, since Scheduler dead-letter queues must be standard.
+func SchedulerDLQName(stack string) string { return stack + "-jobs-scheduler-dlq" }
+
 // SchedulerRoleARN is the role the schedules of a local stack name (emulators accept any ARN;
 // on AWS the CDK stack creates the real role).
 func SchedulerRoleARN(stack string) string {

@@ -6,7 +6,24 @@ import (
 	"archive/zip"
 	"os"
 	"path/filepath"
+	"testing"
+
+	"github.com/aws/jsii-runtime-go"
 )
+
+// Main is a test package's TestMain: it sets *zipPath to a stub worker zip (Setup), runs the
+// tests, closes jsii's Node process and removes the zip, then exits with the tests' code.
+func Main(m *testing.M, zipPath *string) {
+	path, cleanup, err := Setup()
+	if err != nil {
+		panic(err)
+	}
+	*zipPath = path
+	code := m.Run()
+	jsii.Close()
+	cleanup()
+	os.Exit(code)
+}
 
 // Setup quiets jsii's warning about Node 20 and writes a stub worker zip into a new temporary
 // directory. It returns the zip's path and a function that removes the directory.
