@@ -44,7 +44,7 @@ func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 		prepared = make([]job, len(reqs))
 	}
 	for i := range reqs {
-		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, tp, tpMeta)
+		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, tp, tpMeta, false)
 		results[i] = Result{ID: j.id, Kind: j.kind, Key: j.key}
 		if err != nil {
 			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", i, j.label(), err)

@@ -232,7 +232,7 @@ func JoinErrors(results []Result) error {
 // Result.Err.
 func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) (Result, error) {
 	s := getScratch()
-	j, err := p.prepare(s, args, opts, jobs.TraceParentFromContext(ctx), nil)
+	j, err := p.prepare(s, args, opts, jobs.TraceParentFromContext(ctx), nil, false)
 	putScratch(s)
 	res := Result{ID: j.id, Kind: j.kind, Key: j.key}
 	if err != nil {
@@ -357,7 +357,7 @@ type job struct {
 	size          int // body + attributes, as SQS counts them
 	delay         int32
 	scheduled     bool      // delayed through the scheduler, to run at runAt
-	runAt         time.Time // when scheduled
+	runAt         time.Time // when delayed: not before
 	group, dedup  string
 	attrs         map[string]types.MessageAttributeValue
 }
@@ -399,8 +399,9 @@ func putScratch(s *scratch) {
 }
 
 // prepare validates a job and builds its message. tpMeta, when not nil, is a shared read-only
-// {"traceparent": tp} map for jobs without meta of their own.
-func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string, tpMeta map[string]string) (j job, err error) {
+// {"traceparent": tp} map for jobs without meta of their own. anyDelay accepts delays that need
+// the scheduler although the producer has none (Prepare: the sender decides later).
+func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string, tpMeta map[string]string, anyDelay bool) (j job, err error) {
 	if args == nil {
 		return j, invalid("args are nil")
 	}
@@ -432,10 +433,10 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string,
 		o.delay, o.delaySet = d, true
 	}
 	if o.delaySet {
-		if j.delay, j.scheduled, err = delaySeconds(o.delay, p.fifo, p.scheduler != nil); err != nil {
+		if j.delay, j.scheduled, err = delaySeconds(o.delay, p.fifo, p.scheduler != nil || anyDelay); err != nil {
 			return j, err
 		}
-		if j.scheduled {
+		if o.delay > 0 {
 			j.runAt = p.clock().Add(o.delay)
 			if o.runAtSet {
 				j.runAt = o.runAt
