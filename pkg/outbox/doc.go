@@ -1,0 +1,36 @@
+// Package outbox is the transactional outbox: a job is written in the same database transaction
+// as the business data it belongs to, and a relay publishes it to SQS afterwards, retrying until
+// SQS accepted it. The chain "the API returned" → "the job is durably queued" then has no gap: a
+// crash after the commit leaves the job in the outbox for the relay, and a rolled-back
+// transaction leaves no job at all.
+//
+// This package holds what every outbox shares, whatever its database:
+//
+//   - [Entry], one outboxed job: a [producer.Message] (built by [producer.Producer.Prepare], so
+//     the job id is fixed at enqueue and a re-send is the same job to the worker's idempotency)
+//     plus its relay state: attempts, the claim (LockedBy, LockedUntil), AvailableAt, LastError.
+//   - [Store], what a relay needs of a database: claim due entries and write back the outcome,
+//     each write guarded by the claim, so that a relay whose lease ran out never undoes the work
+//     of the relay that took over.
+//   - [Relay], which claims, sends with [producer.Producer.Send] and writes back: sent entries
+//     leave the outbox, failed ones wait an exponential backoff with jitter, and after
+//     MaxAttempts they are dead, kept for a person ([Inspector.Retry]).
+//
+// The databases live in their own packages: pkg/outbox/dynamooutbox (TransactWriteItems, a
+// DynamoDB Streams relay and a claim-based sweeper) and pkg/outbox/pgoutbox (a row in the
+// caller's PostgreSQL transaction, FOR UPDATE SKIP LOCKED, LISTEN/NOTIFY). Both pass the
+// conformance suite in pkg/outbox/outboxtest, which a store of your own can run too.
+//
+// # Semantics
+//
+// At least once into SQS, once in effect: a relay that crashes after SQS accepted an entry and
+// before it wrote that back leaves the entry claimed; once the claim's lease has passed, a relay
+// claims and sends it again, with the same job id, and the worker's idempotency store runs its
+// side effects once.
+//
+// FIFO queues: an entry is not claimed while an earlier pending entry of its message group is
+// unsent (claimed or waiting for a retry), and [producer.Producer.Send] sends the entries of a
+// group one request after another, stopping the group at its first failure. Each group is
+// delivered in commit order; other groups are not held up. A dead entry no longer holds its group
+// back, as SQS moves a FIFO message that exhausted its receives to the DLQ and goes on.
+package outbox

@@ -1,0 +1,319 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+)
+
+// Defaults of [RelayConfig].
+const (
+	DefaultBatchSize    = 100
+	DefaultLease        = 30 * time.Second
+	DefaultMaxAttempts  = 10
+	DefaultPollInterval = time.Second
+	DefaultBackoffBase  = time.Second
+	DefaultBackoffCap   = 5 * time.Minute
+	// MaxErrorLength is the longest LastError kept (longer errors are cut, on a rune boundary).
+	MaxErrorLength = 2048
+)
+
+// completeTimeout bounds the write-back after the relay's context was cancelled: SQS already has
+// the messages, and the outbox should learn it.
+const completeTimeout = 10 * time.Second
+
+// RelayConfig configures a [Relay]. Store and Producers are required; the zero value of every
+// other field is its default.
+type RelayConfig struct {
+	// Store is the outbox. Required.
+	Store Store
+	// Producers send the entries: each entry goes to the producer whose QueueURL is the entry's
+	// Message.QueueURL (an entry with an empty QueueURL to the first producer). An entry for a
+	// queue no producer serves fails like a rejected send, with an error naming the queue.
+	// Give a producer a Scheduler when entries may be delayed beyond 15 minutes (or at all, on a
+	// FIFO queue), and leave its Status nil when the outbox transaction writes the job's
+	// "queued" record itself. Required.
+	Producers []*producer.Producer
+	// ID names this relay in the entries it claims (LockedBy). Defaults to
+	// "<hostname>-<pid>-<random>": it must differ between relays that run at the same time.
+	ID string
+	// BatchSize is the most entries one pass claims. Defaults to 100.
+	BatchSize int
+	// Lease is how long a claim lasts: a relay that crashed holding entries leaves them to the
+	// others after it. It must exceed the time a pass takes to send a batch. Defaults to 30 s.
+	Lease time.Duration
+	// MaxAttempts is how many sends an entry gets before it is dead. Defaults to 10.
+	MaxAttempts int
+	// Backoff is the wait before an entry's next attempt after a failed one. Defaults to
+	// exponential backoff with full jitter, base 1 s and cap 5 minutes.
+	Backoff jobs.Policy
+	// PollInterval is how long Run waits between passes that found nothing, when no Wake
+	// arrives. Defaults to 1 s.
+	PollInterval time.Duration
+	// Wake, when set, makes Run start a pass at once when it receives (LISTEN/NOTIFY, a stream
+	// record). Defaults to nil: polling only.
+	Wake <-chan struct{}
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives a line per failed or dead entry and per failed pass. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// OnPass, when set, receives the Stats of every pass (metrics).
+	OnPass func(Stats)
+}
+
+// Stats counts what a relay did.
+type Stats struct {
+	// Claimed entries, of which Sent were accepted by SQS, Failed will be retried, Dead gave up
+	// and Released were not attempted (their FIFO group was stopped by an earlier failure).
+	Claimed, Sent, Failed, Dead, Released int
+	// Passes counts claim → send → write-back rounds (Drain, Run).
+	Passes int
+}
+
+func (s *Stats) add(o Stats) {
+	s.Claimed += o.Claimed
+	s.Sent += o.Sent
+	s.Failed += o.Failed
+	s.Dead += o.Dead
+	s.Released += o.Released
+	s.Passes += o.Passes
+}
+
+// Relay publishes outbox entries to SQS: it claims due entries, sends them, and writes back
+// what happened. Create it with NewRelay; it is safe for concurrent use, and many relays (in
+// many processes) may serve one outbox.
+type Relay struct {
+	cfg       RelayConfig
+	producers map[string]*producer.Producer
+	first     *producer.Producer
+}
+
+// NewRelay checks cfg and returns a Relay.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: RelayConfig.Store is nil", ErrInvalid)
+	}
+	if len(cfg.Producers) == 0 {
+		return nil, fmt.Errorf("%w: RelayConfig.Producers is empty: give the relay a producer per queue it sends to", ErrInvalid)
+	}
+	r := &Relay{cfg: cfg, producers: make(map[string]*producer.Producer, len(cfg.Producers))}
+	for i, p := range cfg.Producers {
+		if p == nil {
+			return nil, fmt.Errorf("%w: RelayConfig.Producers[%d] is nil", ErrInvalid, i)
+		}
+		if _, dup := r.producers[p.QueueURL()]; dup {
+			return nil, fmt.Errorf("%w: RelayConfig.Producers has two producers for %s", ErrInvalid, p.QueueURL())
+		}
+		r.producers[p.QueueURL()] = p
+	}
+	r.first = cfg.Producers[0]
+	c := &r.cfg
+	switch {
+	case c.BatchSize < 0, c.Lease < 0, c.MaxAttempts < 0, c.PollInterval < 0:
+		return nil, fmt.Errorf("%w: RelayConfig.BatchSize, Lease, MaxAttempts and PollInterval must not be negative", ErrInvalid)
+	}
+	if c.ID == "" {
+		c.ID = defaultRelayID()
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Backoff == nil {
+		c.Backoff = jobs.Exponential{Base: DefaultBackoffBase, Cap: DefaultBackoffCap}
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return r, nil
+}
+
+func defaultRelayID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "relay"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffffff, 36)
+}
+
+// ID returns the relay's id (RelayConfig.ID or its default).
+func (r *Relay) ID() string { return r.cfg.ID }
+
+// RunOnce makes one pass: it claims up to BatchSize due entries, sends them and writes back the
+// outcomes. An error means the claim or the write-back failed; sends that failed are not errors
+// (they are retried later, and counted in Stats).
+func (r *Relay) RunOnce(ctx context.Context) (Stats, error) {
+	now := r.cfg.Now()
+	entries, err := r.cfg.Store.Claim(ctx, Claim{Owner: r.cfg.ID, Max: r.cfg.BatchSize, Now: now, Until: now.Add(r.cfg.Lease)})
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: claim: %w", err)
+	}
+	st, err := r.Publish(ctx, entries)
+	st.Passes = 1
+	if r.cfg.OnPass != nil {
+		r.cfg.OnPass(st)
+	}
+	return st, err
+}
+
+// Drain makes passes until one claims nothing, or ctx is done, and returns what they did.
+func (r *Relay) Drain(ctx context.Context) (Stats, error) {
+	var total Stats
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		st, err := r.RunOnce(ctx)
+		total.add(st)
+		if err != nil || st.Claimed == 0 {
+			return total, err
+		}
+	}
+}
+
+// Run drains the outbox, then waits for a Wake or PollInterval and drains again, until ctx is
+// done; a pass in progress then finishes its write-back. A failed pass is logged and retried
+// after PollInterval. It returns nil when ctx was cancelled.
+func (r *Relay) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-r.cfg.Wake:
+		}
+		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.ErrorContext(ctx, "outbox relay pass failed", "relay", r.cfg.ID, "error", err)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(r.cfg.PollInterval)
+	}
+}
+
+// Publish sends entries that this relay claimed (their LockedBy is the relay's ID) and writes
+// back the outcomes: it is RunOnce after the claim, for a caller that claims entries its own way
+// (the DynamoDB Streams relay claims the entries of its stream records). Entries are sent in the
+// order given.
+func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
+	st := Stats{Claimed: len(entries)}
+	if len(entries) == 0 {
+		return st, nil
+	}
+	outcomes := make([]Outcome, len(entries))
+	// Group by producer, keeping the order within each.
+	byProducer := map[*producer.Producer][]int{}
+	var order []*producer.Producer
+	for i := range entries {
+		e := &entries[i]
+		outcomes[i] = Outcome{ID: e.ID(), Attempts: e.Attempts}
+		p := r.producerFor(e.Message.QueueURL)
+		if p == nil {
+			r.failed(ctx, e, &outcomes[i], fmt.Errorf("no producer of this relay sends to queue %s", e.Message.QueueURL))
+			continue
+		}
+		if _, ok := byProducer[p]; !ok {
+			order = append(order, p)
+		}
+		byProducer[p] = append(byProducer[p], i)
+	}
+	for _, p := range order {
+		idx := byProducer[p]
+		msgs := make([]producer.Message, len(idx))
+		for k, i := range idx {
+			msgs[k] = entries[i].Message
+		}
+		results, _ := p.Send(ctx, msgs) // the call's error is also every result's
+		for k, i := range idx {
+			switch err := results[k].Err; {
+			case err == nil:
+				outcomes[i].Sent = true
+			case errors.Is(err, producer.ErrGroupBlocked),
+				ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+				outcomes[i].Release = true // not attempted: the group stopped, or the relay is stopping
+			default:
+				r.failed(ctx, &entries[i], &outcomes[i], err)
+			}
+		}
+	}
+	for i := range outcomes {
+		switch o := &outcomes[i]; {
+		case o.Sent:
+			st.Sent++
+		case o.Release:
+			st.Released++
+		case o.Dead:
+			st.Dead++
+		default:
+			st.Failed++
+		}
+	}
+	wctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
+		defer cancel()
+	}
+	if err := r.cfg.Store.Complete(wctx, r.cfg.ID, outcomes); err != nil {
+		return st, fmt.Errorf("outbox: write back %d outcomes (the sent entries will be sent again once their claim expires): %w", len(outcomes), err)
+	}
+	return st, nil
+}
+
+func (r *Relay) producerFor(queueURL string) *producer.Producer {
+	if queueURL == "" {
+		return r.first
+	}
+	return r.producers[queueURL]
+}
+
+// failed fills the outcome of an entry whose send failed: a retry after the backoff, or dead.
+func (r *Relay) failed(ctx context.Context, e *Entry, o *Outcome, err error) {
+	o.Error = truncate(err.Error(), MaxErrorLength)
+	if e.Attempts >= r.cfg.MaxAttempts {
+		o.Dead = true
+		r.cfg.Logger.ErrorContext(ctx, "outbox entry is dead", "relay", r.cfg.ID, "job_id", e.ID(),
+			"kind", e.Message.Kind, "attempts", e.Attempts, "error", o.Error)
+		return
+	}
+	o.AvailableAt = r.cfg.Now().Add(r.cfg.Backoff.Backoff(e.Attempts))
+	r.cfg.Logger.WarnContext(ctx, "outbox send failed; will retry", "relay", r.cfg.ID, "job_id", e.ID(),
+		"kind", e.Message.Kind, "attempts", e.Attempts, "retry_at", o.AvailableAt, "error", o.Error)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
