@@ -176,7 +176,10 @@ func TestRelayRetriesWithBackoffThenDies(t *testing.T) {
 	}
 	var waits []int
 	r, err := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 3, Logger: quiet(),
-		Backoff: jobs.PolicyFunc(func(attempt int) time.Duration { waits = append(waits, attempt); return time.Duration(attempt) * time.Minute })})
+		Backoff: jobs.PolicyFunc(func(attempt int) time.Duration {
+			waits = append(waits, attempt)
+			return time.Duration(attempt) * time.Minute
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}

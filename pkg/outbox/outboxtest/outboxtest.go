@@ -167,7 +167,9 @@ func (e *env) wantIDs(what string, got []outbox.Entry, want ...outbox.Entry) {
 	}
 }
 
-func sameTime(a, b time.Time) bool { return a.Truncate(time.Millisecond).Equal(b.Truncate(time.Millisecond)) }
+func sameTime(a, b time.Time) bool {
+	return a.Truncate(time.Millisecond).Equal(b.Truncate(time.Millisecond))
+}
 
 func sent(c outbox.Entry) outbox.Outcome {
 	return outbox.Outcome{ID: c.ID(), Attempts: c.Attempts, Sent: true}
