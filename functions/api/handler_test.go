@@ -181,7 +181,7 @@ func TestHandle(t *testing.T) {
 
 func TestSetupReportsEveryProblem(t *testing.T) {
 	t.Parallel()
-	_, err := setup(context.Background(), func(k string) string {
+	_, _, err := setup(context.Background(), func(k string) string {
 		return map[string]string{"SQSWORKER_TABLE": "x", "SQSWORKER_LOG_LEVEL": "loud"}[k]
 	})
 	if err == nil || strings.Count(err.Error(), "\n") != 2 {

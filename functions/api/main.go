@@ -14,49 +14,72 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
 func main() {
-	api, err := setup(context.Background(), os.Getenv)
+	api, ot, err := setup(context.Background(), os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lambda.Start(api.Handle)
+	if ot == nil {
+		lambda.Start(api.Handle)
+		return
+	}
+	// Tracing: each request runs in an invocation span (the parent of the producer's spans).
+	lambda.Start(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+		var resp events.LambdaFunctionURLResponse
+		_, err := ot.Invoke(ctx, "http", func(ctx context.Context) ([]byte, error) {
+			var err error
+			resp, err = api.Handle(ctx, req)
+			return nil, err
+		})
+		return resp, err
+	})
 }
 
-// setup reads the configuration with getenv and builds the API. The error has one line per
-// problem.
-func setup(ctx context.Context, getenv func(string) string) (*API, error) {
+// setup reads the configuration with getenv and builds the API, and its tracing when the
+// environment asks for it (nil otherwise). The error has one line per problem.
+func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Setup, error) {
 	cfg, err := config.LoadAPI(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(logger)
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load the AWS configuration: %w", err)
+		return nil, nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
-	prod, err := producer.New(producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL})
+	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
+	if ot != nil {
+		pcfg.Observer = ot.Tracing.Producer()
+	}
+	prod, err := producer.New(pcfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	api := &API{Producer: prod, Logger: logger}
 	if cfg.Table != "" {
 		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg), Table: cfg.Table})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		api.Status = t
 	}
-	return api, nil
+	return api, ot, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -83,6 +84,13 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		}
 		wcfg.Middleware = append(wcfg.Middleware, idem)
 	}
+	ot, err := otelsetup.New(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if ot != nil {
+		wcfg.Observer = ot.Tracing.Worker()
+	}
 	h, err := worker.New(wcfg)
 	if err != nil {
 		return nil, err
@@ -102,18 +110,25 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	logger.Info("sqsworker worker ready",
 		slog.String("queue_url", cfg.QueueURL), slog.String("dlq_url", cfg.DLQURL), slog.String("table", cfg.Table),
 		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
-		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""))
-	return &invoker{h: h}, nil
+		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""),
+		slog.Bool("tracing", ot != nil))
+	return &invoker{h: h, ot: ot}, nil
 }
 
 // invoker passes each invocation to the worker, with the event's source ARN in its context so
-// that the metrics name the queue.
-type invoker struct{ h *worker.Handler }
+// that the metrics name the queue, inside an invocation span when tracing is on.
+type invoker struct {
+	h  *worker.Handler
+	ot *otelsetup.Setup // nil: tracing is off
+}
 
 // Invoke implements lambda.Handler.
 func (i *invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if arn := sourceARN(payload); arn != "" {
 		ctx = context.WithValue(ctx, sourceARNKey{}, arn)
+	}
+	if i.ot != nil {
+		return i.ot.Invoke(ctx, "pubsub", func(ctx context.Context) ([]byte, error) { return i.h.Invoke(ctx, payload) })
 	}
 	return i.h.Invoke(ctx, payload)
 }

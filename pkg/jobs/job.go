@@ -42,6 +42,9 @@ type Info struct {
 
 	// MessageID is the SQS message id of this delivery.
 	MessageID string
+	// QueueARN is the ARN of the queue the message came from (the event's eventSourceARN; ""
+	// when the consumer does not say).
+	QueueARN string
 	// GroupID is the message group id: the FIFO group, or a standard queue's fair-queue group
 	// ("" when the message has none).
 	GroupID string

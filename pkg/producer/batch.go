@@ -27,15 +27,25 @@ import (
 // order, except that a job retried after a retryable rejection lands after the jobs of its group
 // that SQS accepted in the same request.
 func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, error) {
+	if p.observer == nil || len(reqs) == 0 {
+		return p.enqueueBatch(ctx, reqs)
+	}
+	call := Call{Operation: OpEnqueueBatch, QueueURL: p.queueURL, Jobs: len(reqs)}
+	ctx = p.observer.Start(ctx, call)
+	results, err := p.enqueueBatch(ctx, reqs)
+	p.observer.End(ctx, call, results)
+	return results, err
+}
+
+func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	results := make([]Result, len(reqs))
 	if len(reqs) == 0 {
 		return results, nil
 	}
 	b := batcher{p: p, results: results}
-	tp := jobs.TraceParentFromContext(ctx)
-	var tpMeta map[string]string
-	if tp != "" {
-		tpMeta = map[string]string{jobs.MetaTraceParent: tp}
+	tc := traceOf(ctx)
+	if tc.tp != "" {
+		tc.tpMeta = map[string]string{jobs.MetaTraceParent: tc.tp}
 	}
 	s := getScratch()
 	defer putScratch(s)
@@ -44,7 +54,7 @@ func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 		prepared = make([]job, len(reqs))
 	}
 	for i := range reqs {
-		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, tp, tpMeta, false)
+		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, &tc, false)
 		results[i] = Result{ID: j.id, Kind: j.kind, Key: j.key}
 		if err != nil {
 			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", i, j.label(), err)
@@ -106,6 +116,9 @@ func (b *batcher) add(i int, j *job) {
 		MessageBody:       &b.bodies[k],
 		DelaySeconds:      j.delay,
 		MessageAttributes: j.attrs,
+	}
+	if j.awsTrace != "" {
+		e.MessageSystemAttributes = awsTraceAttribute(j.awsTrace)
 	}
 	if j.group != "" {
 		b.groups[k] = j.group

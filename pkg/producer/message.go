@@ -45,6 +45,9 @@ type Message struct {
 	// turns what is left of it into DelaySeconds (up to 15 minutes on a standard queue) or a
 	// one-time schedule (longer, or any delay on a FIFO queue: Config.Scheduler).
 	RunAt time.Time `json:"run_at,omitzero"`
+	// AWSTraceHeader is the X-Ray trace header sent as the AWSTraceHeader system attribute
+	// (jobs.WithAWSTraceHeader in the context given to Prepare), or "".
+	AWSTraceHeader string `json:"aws_trace_header,omitempty"`
 }
 
 // Size returns the message's size as SQS counts it: body plus attributes' names, types and
@@ -80,13 +83,26 @@ func (m *Message) PayloadHash() (string, error) {
 // the scheduler although Config.Scheduler is nil, because the producer that sends the message
 // decides (it then needs a scheduler). Errors wrap ErrInvalid.
 func (p *Producer) Prepare(ctx context.Context, args jobs.Args, opts ...Option) (Message, error) {
+	if p.observer == nil {
+		return p.prepareMessage(ctx, args, opts)
+	}
+	call := Call{Operation: OpPrepare, QueueURL: p.queueURL, Jobs: 1, Kind: kindOf(args)}
+	ctx = p.observer.Start(ctx, call)
+	m, err := p.prepareMessage(ctx, args, opts)
+	p.observer.End(ctx, call, []Result{{ID: m.ID, Kind: m.Kind, Key: m.Key, Err: err}})
+	return m, err
+}
+
+func (p *Producer) prepareMessage(ctx context.Context, args jobs.Args, opts []Option) (Message, error) {
 	s := getScratch()
 	defer putScratch(s)
-	j, err := p.prepare(s, args, opts, jobs.TraceParentFromContext(ctx), nil, true)
+	tc := traceOf(ctx)
+	j, err := p.prepare(s, args, opts, &tc, true)
 	if err != nil {
 		return Message{}, fmt.Errorf("producer: prepare %s: %w", j.label(), err)
 	}
 	return Message{
+		AWSTraceHeader:  j.awsTrace,
 		QueueURL:        p.queueURL,
 		ID:              j.id,
 		Kind:            j.kind,
@@ -131,6 +147,17 @@ func (p *Producer) PrepareRaw(ctx context.Context, kind string, args json.RawMes
 // The returned error is not nil only when requests were made and none succeeded (see
 // EnqueueBatch).
 func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
+	if p.observer == nil || len(msgs) == 0 {
+		return p.send(ctx, msgs)
+	}
+	call := Call{Operation: OpSend, QueueURL: p.queueURL, Jobs: len(msgs)}
+	ctx = p.observer.Start(ctx, call)
+	results, err := p.send(ctx, msgs)
+	p.observer.End(ctx, call, results)
+	return results, err
+}
+
+func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 	results := make([]Result, len(msgs))
 	if len(msgs) == 0 {
 		return results, nil
@@ -260,6 +287,6 @@ func (p *Producer) messageJob(m *Message, now time.Time) (job, error) {
 			j.runAt = m.RunAt
 		}
 	}
-	j.body, j.group, j.attrs = m.Body, m.GroupID, m.Attributes
+	j.body, j.group, j.attrs, j.awsTrace = m.Body, m.GroupID, m.Attributes, m.AWSTraceHeader
 	return j, nil
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// does not fail the enqueue. Defaults to nil: no status write (the worker's claim creates the
 	// record).
 	Status StatusRecorder
+	// Observer, when set, sees every call (pkg/tracing: a producer span per call). Defaults to
+	// nil.
+	Observer Observer
 }
 
 // StatusRecorder records enqueued jobs as queued, and scheduled jobs as scheduled.
@@ -105,6 +108,7 @@ type Producer struct {
 	rand       func() float64
 	status     StatusRecorder
 	scheduler  JobScheduler
+	observer   Observer
 }
 
 // New checks cfg and returns a Producer.
@@ -132,6 +136,7 @@ func New(cfg Config) (*Producer, error) {
 		rand:       cfg.Rand,
 		status:     cfg.Status,
 		scheduler:  cfg.Scheduler,
+		observer:   cfg.Observer,
 	}
 	switch {
 	case p.maxRetries == 0:
@@ -231,8 +236,20 @@ func JoinErrors(results []Result) error {
 // Enqueue validates one job and sends it with SendMessage. The returned error is also in
 // Result.Err.
 func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) (Result, error) {
+	if p.observer == nil {
+		return p.enqueue(ctx, args, opts)
+	}
+	call := Call{Operation: OpEnqueue, QueueURL: p.queueURL, Jobs: 1, Kind: kindOf(args)}
+	ctx = p.observer.Start(ctx, call)
+	res, err := p.enqueue(ctx, args, opts)
+	p.observer.End(ctx, call, []Result{res})
+	return res, err
+}
+
+func (p *Producer) enqueue(ctx context.Context, args jobs.Args, opts []Option) (Result, error) {
 	s := getScratch()
-	j, err := p.prepare(s, args, opts, jobs.TraceParentFromContext(ctx), nil, false)
+	tc := traceOf(ctx)
+	j, err := p.prepare(s, args, opts, &tc, false)
 	putScratch(s)
 	res := Result{ID: j.id, Kind: j.kind, Key: j.key}
 	if err != nil {
@@ -248,6 +265,9 @@ func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) 
 		MessageBody:       &j.body,
 		DelaySeconds:      j.delay,
 		MessageAttributes: j.attrs,
+	}
+	if j.awsTrace != "" {
+		in.MessageSystemAttributes = awsTraceAttribute(j.awsTrace)
 	}
 	if j.group != "" {
 		in.MessageGroupId = &j.group
@@ -360,6 +380,7 @@ type job struct {
 	runAt         time.Time // when delayed: not before
 	group, dedup  string
 	attrs         map[string]types.MessageAttributeValue
+	awsTrace      string // the AWSTraceHeader system attribute, or ""
 }
 
 // label names the job in errors: its kind, or "job" when it has none.
@@ -398,10 +419,32 @@ func putScratch(s *scratch) {
 	scratchPool.Put(s)
 }
 
-// prepare validates a job and builds its message. tpMeta, when not nil, is a shared read-only
-// {"traceparent": tp} map for jobs without meta of their own. anyDelay accepts delays that need
-// the scheduler although the producer has none (Prepare: the sender decides later).
-func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string, tpMeta map[string]string, anyDelay bool) (j job, err error) {
+// traceContext is the caller's trace context, copied into the jobs a call builds.
+type traceContext struct {
+	tp string // W3C traceparent, for meta.traceparent
+	// tpMeta, when not nil, is a shared read-only {"traceparent": tp} map for jobs without meta of
+	// their own (EnqueueBatch).
+	tpMeta   map[string]string
+	awsTrace string // X-Ray header, for the AWSTraceHeader system attribute
+}
+
+func traceOf(ctx context.Context) traceContext {
+	return traceContext{tp: jobs.TraceParentFromContext(ctx), awsTrace: jobs.AWSTraceHeaderFromContext(ctx)}
+}
+
+// awsTraceAttribute is the MessageSystemAttributes map that carries an X-Ray trace header. (A
+// system attribute does not count towards the message's size.)
+func awsTraceAttribute(h string) map[string]types.MessageSystemAttributeValue {
+	return map[string]types.MessageSystemAttributeValue{
+		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
+	}
+}
+
+// prepare validates a job and builds its message, with the trace context tc. anyDelay accepts
+// delays that need the scheduler although the producer has none (Prepare: the sender decides
+// later).
+func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tc *traceContext, anyDelay bool) (j job, err error) {
+	tp, tpMeta := tc.tp, tc.tpMeta
 	if args == nil {
 		return j, invalid("args are nil")
 	}
@@ -544,6 +587,7 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tp string,
 	}
 	j.body = string(s.body)
 	j.attrs = o.attrs
+	j.awsTrace = tc.awsTrace
 	return j, nil
 }
 

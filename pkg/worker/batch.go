@@ -37,6 +37,7 @@ type item struct {
 	attempt0 int  // info.Attempt before middleware could change it
 	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
 	state    atomic.Int32
+	octx     atomic.Value // the Observer's context.Context, once started (empty without one)
 	res      result
 	late     *result // set by the batch at the deadline (rare, so not inline)
 }
@@ -115,6 +116,7 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 	rec := it.rec
 	env, err := jobs.ParseEnvelope(rec.Body)
 	it.info.MessageID = rec.MessageID
+	it.info.QueueARN = rec.EventSourceARN
 	it.info.GroupID = rec.MessageGroupID
 	it.info.ReceiveCount = max(rec.ApproximateReceiveCount, 1)
 	it.info.Attempt = it.info.ReceiveCount // refined below once the envelope is known
@@ -300,6 +302,10 @@ func (b *batch) work(ctx context.Context, it *item) (res result) {
 	var jctx context.Context = &it.ictx
 	if info.TraceParent != "" {
 		jctx = jobs.WithTraceParent(jctx, info.TraceParent) // the job's trace, over any outer one
+	}
+	if obs := b.h.cfg.Observer; obs != nil {
+		jctx = obs.Start(jctx, info) // outermost: its trace context wins (the consumer span)
+		it.octx.Store(jctx)
 	}
 	var err error
 	func() {

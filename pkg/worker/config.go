@@ -62,6 +62,11 @@ type Config struct {
 	// the batch's order). Metrics and tests use it. Defaults to nil.
 	OnBatch func(ctx context.Context, outcomes []Outcome)
 
+	// Observer, when set, sees each message from the start of its work to its settlement
+	// (pkg/tracing turns that into OpenTelemetry spans). Defaults to nil: nothing is observed and
+	// nothing is allocated for it.
+	Observer Observer
+
 	// Logger receives one line per job outcome. Defaults to slog.Default().
 	Logger *slog.Logger
 	// LogArgs adds the job's args to its log lines. Defaults to false (payloads may hold personal

@@ -33,6 +33,8 @@ const (
 type Outcome struct {
 	// MessageID is the SQS message id.
 	MessageID string
+	// QueueARN is the ARN of the queue the message came from (the event source).
+	QueueARN string
 	// JobID, Kind and Key are the job's ("" for a body that is not an envelope).
 	JobID, Kind, Key string
 	// Attempt is the attempt number of this delivery.

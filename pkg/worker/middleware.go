@@ -37,3 +37,20 @@ func chain(ctx context.Context, mws []Middleware, i int, job *jobs.Info, core fu
 	}
 	return mws[i].Work(ctx, job, func(ctx context.Context) error { return chain(ctx, mws, i+1, job, core) })
 }
+
+// Observer sees each message of a batch, from the start of its work to its settlement:
+// pkg/tracing implements it with a consumer span per message. The worker calls Start once for
+// every message and then, after the batch's SQS calls (the DLQ sends, re-sends and visibility
+// changes), Settled once with the context Start returned. A message that runs is started when
+// its work starts, in the goroutine that runs it; one that never runs (malformed without a hook,
+// an unknown kind, a run_at still ahead, a FIFO tail, a deadline skip) is started and settled
+// together. Both methods may be called from many goroutines at once.
+type Observer interface {
+	// Start returns the context the message's work runs in (its middleware and the job itself):
+	// ctx with, say, a span. info holds what is known of the message; it is shared with the job,
+	// so read what you need of it here (a job abandoned at the deadline may still use it when
+	// Settled is called).
+	Start(ctx context.Context, info *jobs.Info) context.Context
+	// Settled reports the message's outcome, with the context Start returned.
+	Settled(ctx context.Context, o Outcome)
+}

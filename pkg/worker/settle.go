@@ -80,6 +80,7 @@ func (b *batch) settle(ctx context.Context) []string {
 	if b.h.cfg.OnBatch != nil {
 		outcomes = make([]Outcome, 0, len(b.items))
 	}
+	obs := b.h.cfg.Observer
 	for i := range b.items {
 		it := &b.items[i]
 		r := it.final()
@@ -91,6 +92,9 @@ func (b *batch) settle(ctx context.Context) []string {
 		if outcomes != nil {
 			outcomes = append(outcomes, b.outcome(it, r, isFailed))
 		}
+		if obs != nil {
+			b.observe(ctx, obs, it, r, isFailed)
+		}
 	}
 	if outcomes != nil {
 		b.h.cfg.OnBatch(ctx, outcomes)
@@ -98,9 +102,18 @@ func (b *batch) settle(ctx context.Context) []string {
 	return failed
 }
 
+// observe reports a settled message to the Observer, starting it first if it never ran.
+func (b *batch) observe(ctx context.Context, obs Observer, it *item, r *result, failed bool) {
+	octx, ok := it.octx.Load().(context.Context) // it ran (or is still running, abandoned)
+	if !ok {
+		octx = obs.Start(ctx, &it.info) // it never ran: no goroutine holds its info
+	}
+	obs.Settled(octx, b.outcome(it, r, failed))
+}
+
 func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 	o := Outcome{
-		MessageID: it.rec.MessageID, JobID: it.info.ID, Kind: it.info.Kind, Key: it.info.Key, Attempt: it.attemptOf(r),
+		MessageID: it.rec.MessageID, QueueARN: b.sourceARN, JobID: it.info.ID, Kind: it.info.Kind, Key: it.info.Key, Attempt: it.attemptOf(r),
 		Outcome: r.outcome, Reason: r.reason, Err: r.err, SendErr: r.sendErr, Ran: r.ran, Duration: r.duration,
 		Failed: failed,
 	}
