@@ -43,7 +43,9 @@ type fakeSQS struct {
 	n      int
 }
 
-func newFakeSQS() *fakeSQS { return &fakeSQS{sent: map[string][]sqstypes.SendMessageBatchRequestEntry{}} }
+func newFakeSQS() *fakeSQS {
+	return &fakeSQS{sent: map[string][]sqstypes.SendMessageBatchRequestEntry{}}
+}
 
 func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	f.mu.Lock()
@@ -532,7 +534,7 @@ func TestXRayPropagator(t *testing.T) {
 	}{
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1", true},
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1;Parent=53995c3f42cd8ad8;Lineage=10:1234abcd:3", true},
-		{"Root=1-5759e988-bd862e3fe1be46a994272793", false},             // no parent
+		{"Root=1-5759e988-bd862e3fe1be46a994272793", false},                         // no parent
 		{"Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false}, // unknown version
 		{"Root=1-zzzz;Parent=53995c3f42cd8ad8", false},
 		{"garbage", false},
