@@ -225,7 +225,6 @@ func TestProducerAndSchedulerGrants(t *testing.T) {
 // TestPassRoleCondition: every iam:PassRole statement (the producer's, and the worker's with
 // WorkerEnqueues) may pass the scheduler role to EventBridge Scheduler only.
 func TestPassRoleCondition(t *testing.T) {
-	std(t)
 	tmpl, _ := enqueuing.get(t, Props{Name: "chain", WorkerEnqueues: true})
 	for name, tm := range map[string]assertions.Template{"demo": std(t), "chain": tmpl} {
 		n := 0
