@@ -7,10 +7,12 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
@@ -45,6 +47,14 @@ func build(app awscdk.App) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The stack is named after props.Name: check both before creating it, since CDK panics on a
+	// stack name CloudFormation would refuse.
+	if !stackName.MatchString(props.Name) || len(props.Name) > 128 {
+		return nil, fmt.Errorf("infra: context stack=%q names the CloudFormation stack, whose name must start with a letter and contain only letters, digits and hyphens (at most 128)", props.Name)
+	}
+	if err := props.Validate(); err != nil {
+		return nil, err
+	}
 	stackProps := &awscdk.StackProps{Description: jsii.String("sqsworker job system " + props.Name)}
 	// Environment-agnostic unless the CLI knows both the account and the region.
 	if account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); account != "" && region != "" {
@@ -64,6 +74,9 @@ func build(app awscdk.App) (awscdk.Stack, error) {
 	}
 	return stack, nil
 }
+
+// stackName matches a CloudFormation stack name (its length is checked apart).
+var stackName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
 
 // keyARN matches a KMS key ARN: a single-Region key id (a UUID) or a multi-Region one (mrk-…).
 var keyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
@@ -127,6 +140,16 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 	boolean("deletionProtection", &p.DeletionProtection)
 	boolean("disableScheduling", &p.DisableScheduling)
 	boolean("workerEnqueues", &p.WorkerEnqueues)
+	boolean("workerStatusQueries", &p.WorkerStatusQueries)
+	switch v := get("recursiveLoop"); strings.ToLower(v) {
+	case "":
+	case "terminate":
+		p.RecursiveLoop = awslambda.RecursiveLoop_TERMINATE
+	case "allow":
+		p.RecursiveLoop = awslambda.RecursiveLoop_ALLOW
+	default:
+		errs = append(errs, fmt.Errorf("context recursiveLoop=%q is neither Terminate nor Allow", v))
+	}
 	str("alarmEmail", &p.AlarmEmail)
 	if len(errs) > 0 {
 		return p, fmt.Errorf("infra: %v", errs)

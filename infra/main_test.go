@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sqsworker/sqsworker/infra/internal/testasset"
@@ -21,20 +22,25 @@ var workerZip string
 func TestMain(m *testing.M) { testasset.Main(m, &workerZip) }
 
 func TestPropsFromContext(t *testing.T) {
-	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60", "workerEnqueues": "true"}
+	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60", "workerEnqueues": "true",
+		"workerStatusQueries": "true", "recursiveLoop": "Allow"}
 	p, err := PropsFromContext(func(k string) string { return ctx[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "demo" || !p.FIFO || p.Timeout != time.Minute || p.MaxConcurrency != 50 || p.ReservedConcurrency != 60 || !p.WorkerEnqueues {
+	if p.Name != "demo" || !p.FIFO || p.Timeout != time.Minute || p.MaxConcurrency != 50 || p.ReservedConcurrency != 60 || !p.WorkerEnqueues ||
+		!p.WorkerStatusQueries || p.RecursiveLoop != awslambda.RecursiveLoop_ALLOW {
 		t.Fatalf("props = %+v", p)
 	}
 	p, err = PropsFromContext(func(string) string { return "" })
 	if err != nil || p.Name != "sqsworker" {
 		t.Fatalf("defaults: %+v, %v", p, err)
 	}
-	_, err = PropsFromContext(func(k string) string { return map[string]string{"fifo": "maybe", "timeout": "30"}[k] })
-	if err == nil || !strings.Contains(err.Error(), `context fifo="maybe" is not a boolean`) || !strings.Contains(err.Error(), `context timeout="30" is not a Go duration`) {
+	_, err = PropsFromContext(func(k string) string {
+		return map[string]string{"fifo": "maybe", "timeout": "30", "recursiveLoop": "off"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), `context fifo="maybe" is not a boolean`) || !strings.Contains(err.Error(), `context timeout="30" is not a Go duration`) ||
+		!strings.Contains(err.Error(), `context recursiveLoop="off" is neither Terminate nor Allow`) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -156,5 +162,31 @@ func TestKeyARN(t *testing.T) {
 		if got := keyARN.MatchString(arn); got != ok {
 			t.Errorf("keyARN.MatchString(%q) = %v, want %v", arn, got, ok)
 		}
+	}
+}
+
+// TestBuildRejectsBadStackNames: the app names the stack after the "stack" context value, so a
+// value CloudFormation does not accept as a stack name fails with a message, not a jsii panic;
+// one the construct cannot derive names from fails with the construct's message.
+func TestBuildRejectsBadStackNames(t *testing.T) {
+	for _, tc := range []struct{ stack, want string }{
+		{"my_app", `context stack="my_app" names the CloudFormation stack, whose name must start with a letter and contain only letters, digits and hyphens`},
+		{"1app", `context stack="1app" names the CloudFormation stack`},
+		{strings.Repeat("a", 60), "the schedule group name"},
+	} {
+		t.Run(tc.stack, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("build panicked: %v", r)
+					}
+				}()
+				_, err = build(newApp(t, map[string]any{"stack": tc.stack, "workerAsset": workerZip}))
+			}()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("build err = %v, want it to say %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 )
 
@@ -26,7 +27,10 @@ const (
 // Props configures a JobQueue. The zero value is a standard queue with the defaults above.
 type Props struct {
 	// Name prefixes the resource names (pkg/awslocal): queue <Name>-jobs, DLQ <Name>-jobs-dlq,
-	// table <Name>-jobs, schedule group <Name>-jobs. Required.
+	// table <Name>-jobs, schedule group <Name>-jobs, scheduler DLQ <Name>-jobs-scheduler-dlq,
+	// dashboard <Name>-jobs, alarms <Name>-jobs-<suffix>. Required: letters, digits, '-' and '_',
+	// at most 59 characters with scheduling (the schedule group's limit of 64), else 71 (66 with
+	// FIFO: the DLQ's limit of 80 with ".fifo"). See names.go.
 	Name string
 	// FIFO makes both queues FIFO with content-based deduplication (batch ≤ 10, no window).
 	FIFO bool
@@ -74,7 +78,9 @@ type Props struct {
 	// LogRetention of the worker's log group (default one month).
 	LogRetention awslogs.RetentionDays
 
-	// DeletionProtection of the table.
+	// DeletionProtection turns on the table's deletion protection and retains the table when the
+	// stack is deleted. It is the only resource retained: the queues, the schedule group (and so
+	// its schedules), the log group and the rest are deleted with the stack either way.
 	DeletionProtection bool
 	// DisableScheduling omits the schedule group and the scheduler role.
 	DisableScheduling bool
@@ -84,6 +90,18 @@ type Props struct {
 	// and the environment a schedule.Config needs (EnvQueueARN, EnvSchedulerRoleARN,
 	// EnvSchedulerDLQARN). Default false: the worker only consumes, and has no Scheduler actions.
 	WorkerEnqueues bool
+	// WorkerStatusQueries is for a worker main whose jobs call pkg/status lookups (Table.GetByID,
+	// Table.List): the worker also gets dynamodb:Query on the table's two indexes (by name) and
+	// dynamodb:BatchGetItem on the table. Default false: the worker gets exactly what
+	// functions/worker calls, GetItem, PutItem and UpdateItem on the table (WorkerTableActions),
+	// which also covers pkg/status's Get, Record*, Cancel and ResetForRedrive.
+	WorkerStatusQueries bool
+	// RecursiveLoop is the worker's recursive loop detection setting: awslambda.RecursiveLoop_TERMINATE
+	// (the default, Lambda's own) stops an invocation Lambda counts as the ~17th of one chain of
+	// requests, and the alarm AlarmRecursiveLoopStopped watches for it; RecursiveLoop_ALLOW turns
+	// detection off (and the metric, so that alarm is not created), for job designs that chain
+	// more than 16 generations of follow-up jobs. See infra/README.md, "Recursive loop detection".
+	RecursiveLoop awslambda.RecursiveLoop
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
 }
@@ -137,6 +155,9 @@ func (p Props) withDefaults() Props {
 	if p.VisibilityTimeout == 0 {
 		p.VisibilityTimeout = 6*p.Timeout + p.BatchingWindow
 	}
+	if p.RecursiveLoop == "" {
+		p.RecursiveLoop = awslambda.RecursiveLoop_TERMINATE
+	}
 	return p
 }
 
@@ -148,8 +169,11 @@ func (p Props) Validate() error {
 	p = p.withDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jobqueue: "+format, args...)) }
-	if p.Name == "" {
-		bad("Name is required (it prefixes the queue, DLQ, table and schedule group names)")
+	if err := validateName(p); err != nil {
+		bad("%v", err)
+	}
+	if p.RecursiveLoop != awslambda.RecursiveLoop_TERMINATE && p.RecursiveLoop != awslambda.RecursiveLoop_ALLOW {
+		bad("RecursiveLoop=%q must be awslambda.RecursiveLoop_TERMINATE or awslambda.RecursiveLoop_ALLOW", p.RecursiveLoop)
 	}
 	if p.MaxAttempts < 1 {
 		bad("MaxAttempts=%d must be at least 1", p.MaxAttempts)

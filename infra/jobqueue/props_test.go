@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 )
 
 func TestValidate(t *testing.T) {
@@ -48,5 +50,51 @@ func TestDefaults(t *testing.T) {
 	p := Props{Name: "t", Timeout: 20 * time.Second, BatchingWindow: 3 * time.Second}.withDefaults()
 	if p.MaxReceiveCount != 15 || p.VisibilityTimeout != 123*time.Second || p.MaxConcurrency != 10 || p.BatchSize != 10 {
 		t.Fatalf("defaults = %+v", p)
+	}
+}
+
+// TestValidateNameBoundaries checks Name against the strictest name derived from it, at the
+// boundary: the schedule group <Name>-jobs (EventBridge Scheduler: 64) while scheduling is
+// enabled, otherwise the DLQ <Name>-jobs-dlq (SQS: 80, including ".fifo").
+func TestValidateNameBoundaries(t *testing.T) {
+	n := func(k int) string { return strings.Repeat("a", k) }
+	for _, tc := range []struct {
+		name string
+		p    Props
+		want string // "" when valid
+	}{
+		{"scheduling 59", Props{Name: n(59)}, ""},
+		{"scheduling 60", Props{Name: n(60)}, `Name is 60 characters, at most 59 fit: the schedule group name "` + n(60) + `-jobs" would be 65 characters, above EventBridge Scheduler's limit of 64`},
+		{"scheduling fifo 59", Props{Name: n(59), FIFO: true}, ""},
+		{"scheduling fifo 60", Props{Name: n(60), FIFO: true}, "the schedule group name"},
+		{"standard 71", Props{Name: n(71), DisableScheduling: true}, ""},
+		{"standard 72", Props{Name: n(72), DisableScheduling: true}, `Name is 72 characters, at most 71 fit: the DLQ name "` + n(72) + `-jobs-dlq" would be 81 characters, above SQS's limit of 80`},
+		{"fifo 66", Props{Name: n(66), FIFO: true, DisableScheduling: true}, ""},
+		{"fifo 67", Props{Name: n(67), FIFO: true, DisableScheduling: true}, `Name is 67 characters, at most 66 fit: the DLQ name "` + n(67) + `-jobs-dlq.fifo" would be 81 characters, above SQS's limit of 80`},
+		{"underscore", Props{Name: "my_app"}, ""},
+		{"hyphen and digits", Props{Name: "My-App-2"}, ""},
+		{"dot", Props{Name: "my.app"}, `Name "my.app" has '.': use only letters, digits, '-' and '_'`},
+		{"space", Props{Name: "my app"}, `Name "my app" has ' ': use only letters, digits, '-' and '_'`},
+		{"slash", Props{Name: "team/app"}, `has '/'`},
+		{"non-ASCII", Props{Name: "café"}, `has 'é'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRecursiveLoop(t *testing.T) {
+	if err := (Props{Name: "t", RecursiveLoop: "Sometimes"}).Validate(); err == nil || !strings.Contains(err.Error(), `RecursiveLoop="Sometimes" must be`) {
+		t.Fatalf("Validate() = %v", err)
+	}
+	if p := (Props{Name: "t"}).withDefaults(); p.RecursiveLoop != awslambda.RecursiveLoop_TERMINATE {
+		t.Fatalf("default RecursiveLoop %q", p.RecursiveLoop)
 	}
 }

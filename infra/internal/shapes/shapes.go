@@ -1,0 +1,98 @@
+// Package shapes lists the stack shapes `make infra-test` synthesizes and checks with cfn-lint
+// (make infra-lint): one per option that changes the template's kind of content, so that a
+// template mistake in any of them fails the build.
+package shapes
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sqsworker/sqsworker/infra/jobqueue"
+)
+
+// Shape is one stack configuration. Props builds the props inside the shape's stack (for
+// resources the props refer to, such as a key).
+type Shape struct {
+	Name  string
+	Props func(stack awscdk.Stack) jobqueue.Props
+}
+
+func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
+	return func(awscdk.Stack) jobqueue.Props { return p }
+}
+
+// All is every shape: the default stack, FIFO, provisioned pollers, a customer key of the
+// stack's own (with WorkerEnqueues and deletion protection) and an imported one (with
+// WorkerStatusQueries), a large batch with a batching window, reserved concurrency with the
+// worker's tuning variables, recursion detection off without scheduling, and the longest names
+// Validate accepts, with and without scheduling.
+var All = []Shape{
+	{"default", props(jobqueue.Props{Name: "sqsworker"})},
+	{"fifo", props(jobqueue.Props{Name: "fifo", FIFO: true})},
+	{"provisioned", props(jobqueue.Props{Name: "hot", MinPollers: 5, MaxPollers: 50, BatchSize: 100, BatchingWindow: time.Second})},
+	{"customer-key", func(stack awscdk.Stack) jobqueue.Props {
+		key := awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		return jobqueue.Props{Name: "enc", EncryptionKey: key, WorkerEnqueues: true, DeletionProtection: true, AlarmEmail: "ops@example.com"}
+	}},
+	{"imported-key", func(stack awscdk.Stack) jobqueue.Props {
+		key := awskms.Key_FromKeyArn(stack, jsii.String("JobsKey"), jsii.String("arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"))
+		return jobqueue.Props{Name: "imported", EncryptionKey: key, WorkerStatusQueries: true}
+	}},
+	{"batching-window", props(jobqueue.Props{Name: "batch", BatchSize: 1000, BatchingWindow: 20 * time.Second, Timeout: time.Minute})},
+	{"reserved-concurrency", props(jobqueue.Props{Name: "reserved", MaxConcurrency: 20, ReservedConcurrency: 25,
+		LogLevel: "debug", Concurrency: 20, DeadlineMargin: 3 * time.Second, MemoryMB: 1024})},
+	{"recursion-allowed", props(jobqueue.Props{Name: "loop", RecursiveLoop: awslambda.RecursiveLoop_ALLOW, DisableScheduling: true, WorkerEnqueues: true})},
+	{"long-names", props(jobqueue.Props{Name: strings.Repeat("n", 59), FIFO: true, WorkerEnqueues: true})},
+	{"long-names-no-scheduling", props(jobqueue.Props{Name: strings.Repeat("m", 66), FIFO: true, DisableScheduling: true})},
+}
+
+// Synth synthesizes every shape, each as its own stack shape-<name> holding one JobQueue and a
+// producer role given GrantEnqueue, into the cloud assembly directory dir
+// (dir/shape-<name>.template.json). The app carries the feature flags of the cdk.json at
+// cdkJSON; asset is the worker zip. It returns the template paths.
+func Synth(dir, cdkJSON, asset string) ([]string, error) {
+	b, err := os.ReadFile(cdkJSON)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", cdkJSON, err)
+	}
+	flags := map[string]any{}
+	for k, v := range cfg.Context {
+		if strings.HasPrefix(k, "@aws-cdk") {
+			flags[k] = v
+		}
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &flags})
+	var paths []string
+	for _, s := range All {
+		stack := awscdk.NewStack(app, jsii.String("shape-"+s.Name), nil)
+		p := s.Props(stack)
+		p.WorkerAsset = asset
+		jq, err := jobqueue.New(stack, "Jobs", p)
+		if err != nil {
+			return nil, fmt.Errorf("shape %s: %w", s.Name, err)
+		}
+		producer := awsiam.NewRole(stack, jsii.String("Producer"), &awsiam.RoleProps{
+			AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		})
+		jq.GrantEnqueue(producer)
+		paths = append(paths, filepath.Join(dir, "shape-"+s.Name+".template.json"))
+	}
+	app.Synth(nil)
+	return paths, nil
+}

@@ -1,0 +1,43 @@
+package shapes
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/sqsworker/sqsworker/infra/internal/testasset"
+)
+
+var asset string
+
+func TestMain(m *testing.M) { testasset.Main(m, &asset) }
+
+// TestSynth: every shape synthesizes to a template holding the worker and its event source.
+func TestSynth(t *testing.T) {
+	paths, err := Synth(t.TempDir(), "../../cdk.json", asset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(All) {
+		t.Fatalf("%d templates for %d shapes", len(paths), len(All))
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tmpl struct {
+			Resources map[string]struct{ Type string }
+		}
+		if err := json.Unmarshal(b, &tmpl); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		n := map[string]int{}
+		for _, r := range tmpl.Resources {
+			n[r.Type]++
+		}
+		if n["AWS::Lambda::Function"] != 1 || n["AWS::Lambda::EventSourceMapping"] != 1 || n["AWS::SQS::Queue"] < 2 {
+			t.Errorf("%s: resources %v", p, n)
+		}
+	}
+}
