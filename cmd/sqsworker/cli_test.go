@@ -448,11 +448,17 @@ func TestFriendlyErrors(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	p := newProgress(&buf, "redrive", true)
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return at }
+	p := newProgressAt(&buf, "redrive", true, clock)
+	p.update(0, 25)
+	at = at.Add(4 * time.Second)
 	p.update(10, 25)
-	p.update(25, 25)
+	at = at.Add(time.Second / 10)
+	p.update(25, 0)
 	p.done()
-	if got, want := buf.String(), "\r\x1b[Kredrive: 10/25 messages (40%)\r\x1b[Kredrive: 25/25 messages (100%)\n"; got != want {
+	if got, want := buf.String(), "\r\x1b[Kredrive: 0/25 messages (0%)\r\x1b[Kredrive: 10/25 messages (40%), 2.5/s"+
+		"\r\x1b[Kredrive: 25 messages, 6.1/s\n"; got != want {
 		t.Errorf("progress = %q, want %q", got, want)
 	}
 	buf.Reset()

@@ -45,8 +45,9 @@ there after maxReceiveCount receives.
 	return cmd
 }
 
-// openDLQ resolves the stack's queues (and its table, when it has one) and returns its DLQ.
-func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool) (*dlq.DLQ, *stackRefs, error) {
+// openDLQ resolves the stack's queues (and its table, when it has one) and returns its DLQ;
+// mutate, when given, adjusts its Config.
+func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mutate ...func(*dlq.Config)) (*dlq.DLQ, *stackRefs, error) {
 	stack, err := g.stackName(cmd)
 	if err != nil {
 		return nil, nil, err
@@ -66,6 +67,9 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool) (*d
 			return nil, nil, err
 		}
 		cfg.Status = t
+	}
+	for _, m := range mutate {
+		m(&cfg)
 	}
 	d, err := dlq.New(cfg)
 	if err != nil {
@@ -278,18 +282,27 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 // redriveJSON is dlq redrive's --output json document.
 type redriveJSON struct {
 	// JobID is the redriven job (--job), "" for a redrive of the whole queue.
-	JobID      string `json:"job_id"`
-	Method     string `json:"method"`
-	Moved      int    `json:"moved"`
+	JobID  string `json:"job_id"`
+	Method string `json:"method"`
+	Moved  int    `json:"moved"`
+	// Total is the DLQ's approximate message count when the redrive started (1 for --job).
+	Total int `json:"total"`
+	// LeftBehind counts the dead letters that arrived after the redrive started (or repeat a
+	// job it moved), left in the DLQ for the next redrive.
+	LeftBehind int    `json:"left_behind"`
 	TaskHandle string `json:"task_handle"`
 	From       string `json:"from"`
 	To         string `json:"to"`
 }
 
+// maxRedriveRate is StartMessageMoveTask's largest MaxNumberOfMessagesPerSecond.
+const maxRedriveRate = 500
+
 func newDLQRedriveCmd(g *globals) *cobra.Command {
 	var (
 		jobID      string
 		keep, fifo bool
+		rate       int
 	)
 	cmd := &cobra.Command{
 		Use:   "redrive",
@@ -298,19 +311,26 @@ func newDLQRedriveCmd(g *globals) *cobra.Command {
 that job's. The job's record in the job table is reset first, so that the job runs again with
 a fresh attempt budget; --keep-attempts keeps the attempts it has spent instead.
 
-A redrive of the whole queue uses SQS's StartMessageMoveTask where the backend has it (it
-runs on in the background: the command prints its task handle), and otherwise receives,
-re-sends and deletes the messages itself, showing its progress on a terminal.`,
+A redrive of the whole queue moves the dead letters that were in the DLQ when it started, each
+once; dead letters that arrive while it runs (a running worker dead-letters a redriven job that
+fails again) stay for the next redrive. It uses SQS's StartMessageMoveTask where the backend
+has it (it runs on in the background: the command prints its task handle), and otherwise
+receives, re-sends and deletes the messages itself, at --rate messages per second, showing
+moved/total and the rate on a terminal. Interrupting it (Ctrl-C) loses nothing: every message
+is then in one of the two queues, and running it again moves the rest.`,
 		Example: `  sqsworker dlq redrive --stack myapp
   sqsworker dlq redrive --job 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
-  sqsworker dlq redrive --stack myapp --keep-attempts --output json`,
+  sqsworker dlq redrive --stack myapp --rate 20 --keep-attempts --output json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("job") && strings.TrimSpace(jobID) == "" {
 				return &usageError{errors.New("--job is empty: want a job id")}
 			}
+			if rate < 1 || rate > maxRedriveRate {
+				return &usageError{fmt.Errorf("--rate %d: want 1-%d messages per second (StartMessageMoveTask's limit)", rate, maxRedriveRate)}
+			}
 			ctx := cmd.Context()
-			d, refs, err := openDLQ(ctx, g, cmd, fifo)
+			d, refs, err := openDLQ(ctx, g, cmd, fifo, func(c *dlq.Config) { c.RatePerSecond = rate })
 			if err != nil {
 				return err
 			}
@@ -319,15 +339,19 @@ re-sends and deletes the messages itself, showing its progress on a terminal.`,
 				if err := d.RedriveJob(ctx, jobID, keep); err != nil {
 					return dlqError(err, refs, jobID)
 				}
-				doc.Method, doc.Moved = dlq.MethodFallback, 1
+				doc.Method, doc.Moved, doc.Total = dlq.MethodFallback, 1, 1
 			} else {
 				p := newProgress(cmd.ErrOrStderr(), "redrive "+refs.DLQName+" → "+refs.QueueName, isTerminal(cmd.ErrOrStderr()))
 				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, Progress: p.update})
 				p.done()
 				if err != nil {
+					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+						return redriveInterrupted(refs, res)
+					}
 					return dlqError(err, refs, "")
 				}
 				doc.Method, doc.Moved, doc.TaskHandle = res.Method, res.Moved, res.TaskHandle
+				doc.Total, doc.LeftBehind = max(res.Total, res.Moved), res.LeftBehind
 			}
 			out := cmd.OutOrStdout()
 			switch {
@@ -336,10 +360,17 @@ re-sends and deletes the messages itself, showing its progress on a terminal.`,
 			case jobID != "":
 				fmt.Fprintf(out, "redrove job %s from %s to %s\n", jobID, doc.From, doc.To)
 			case doc.Method == dlq.MethodMoveTask:
-				fmt.Fprintf(out, "started a message move task from %s to %s; it runs on in the background\ntask handle  %s\n",
-					doc.From, doc.To, doc.TaskHandle)
+				fmt.Fprintf(out, "started a message move task from %s to %s; it runs on in the background\n", doc.From, doc.To)
+				if doc.Total > 0 {
+					fmt.Fprintf(out, "messages     about %d (in the DLQ when it started; later ones wait for the next redrive)\n", doc.Total)
+				}
+				fmt.Fprintf(out, "task handle  %s\n", doc.TaskHandle)
 			default:
-				fmt.Fprintf(out, "redrove %s from %s to %s\n", plural(doc.Moved, "message"), doc.From, doc.To)
+				fmt.Fprintf(out, "redrove %d of %s from %s to %s\n", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
+				if doc.LeftBehind > 0 {
+					fmt.Fprintf(out, "left %s in %s that arrived after the redrive started (or repeat a job it moved): the next redrive moves them\n",
+						plural(doc.LeftBehind, "dead letter"), doc.From)
+				}
 			}
 			return nil
 		},
@@ -347,8 +378,17 @@ re-sends and deletes the messages itself, showing its progress on a terminal.`,
 	f := cmd.Flags()
 	f.StringVar(&jobID, "job", "", "redrive only this job's dead letter")
 	f.BoolVar(&keep, "keep-attempts", false, "keep the attempts the jobs have spent (default: a fresh attempt budget)")
+	f.IntVar(&rate, "rate", dlq.DefaultRatePerSecond, fmt.Sprintf("messages moved per second, 1-%d", maxRedriveRate))
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	return cmd
+}
+
+// redriveInterrupted is the error of a redrive stopped by Ctrl-C (or SIGTERM): what it moved,
+// and that running it again is safe.
+func redriveInterrupted(refs *stackRefs, res dlq.RedriveResult) error {
+	return fmt.Errorf("redrive interrupted: moved %d of %s from %s to %s; the rest are still in %s, none lost\n"+
+		"  running the same command again is safe: it moves what is left", res.Moved, plural(max(res.Total, res.Moved), "message"),
+		refs.DLQName, refs.QueueName, refs.DLQName)
 }
 
 func newDLQPurgeCmd(g *globals) *cobra.Command {

@@ -262,14 +262,35 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // held collects the receipt handles of the messages a scan or a mover holds, to make them visible
-// again at once when it is done with them.
+// again at once when it is done with them. A message received again (its visibility ran out
+// during a long run) is held by its latest receipt handle: SQS accepts only that one.
 type held struct {
 	d        *DLQ
 	queueURL string
 	handles  []string
+	index    map[string]int // message id → its entry in handles
 }
 
-func (h *held) add(m sqstypes.Message) { h.handles = append(h.handles, aws.ToString(m.ReceiptHandle)) }
+func (h *held) add(m sqstypes.Message) {
+	rh := aws.ToString(m.ReceiptHandle)
+	id := aws.ToString(m.MessageId)
+	if id == "" {
+		h.handles = append(h.handles, rh)
+		return
+	}
+	if i, ok := h.index[id]; ok {
+		h.handles[i] = rh
+		return
+	}
+	if h.index == nil {
+		h.index = map[string]int{}
+	}
+	h.index[id] = len(h.handles)
+	h.handles = append(h.handles, rh)
+}
+
+// len returns the number of messages held.
+func (h *held) len() int { return len(h.handles) }
 
 // release makes the held messages visible again, even when ctx is already cancelled (within a
 // bounded time). A message whose change fails becomes visible when its visibility timeout ends.
@@ -298,7 +319,7 @@ func (h *held) release(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
 		}
 	}
-	h.handles = nil
+	h.handles, h.index = nil, nil
 	if len(errs) > 0 {
 		return fmt.Errorf("dlq: make messages visible again (they will be when their visibility timeout ends): %w", errors.Join(errs...))
 	}

@@ -37,6 +37,28 @@
 // is never deleted before its copy was sent; the one window for a duplicate is a copy sent but
 // not yet deleted when the run stops, and the job's idempotency key absorbs that duplicate.
 //
+// # What a redrive moves
+//
+// A redrive moves the dead letters that were in the DLQ when it started, each once, as SQS's move
+// task does (it counts the messages to move when it starts); dead letters that arrive later wait
+// for the next redrive. This matters while a worker runs: a redriven job that fails again comes
+// back to the DLQ as a new message (new id, new SentTimestamp), and a mover that took it again
+// would run the job again and again and never end. The fallback mover leaves a dead letter in
+// the DLQ when
+//   - SQS's SentTimestamp is after the start, read in SQS's clock (the Date of the response to
+//     the count at the start, rounded up to the second; this host's clock when a backend sends
+//     no Date), or
+//   - it is a copy of a message this redrive sent: its failure attribute's source_message_id is
+//     one of them (the worker dead-lettered it again), or its own id is (SQS's redrive policy
+//     moved it), or
+//   - it carries the job id of a job this redrive moved (a job re-sent under a new message id,
+//     then dead-lettered; or two dead letters of one job: the second waits for the next redrive).
+//
+// It holds what it leaves behind until it returns, then makes it visible again, and it ends when
+// a receive brings nothing, or when a few receives in a row bring only dead letters it leaves
+// behind (so it ends even while new dead letters keep arriving). [RedriveResult] reports what it
+// moved, the DLQ's count at the start, and what it left behind.
+//
 // # Emulator
 //
 // The embedded emulator (pkg/awslocal) has no StartMessageMoveTask, refreshes queue counters only

@@ -45,14 +45,15 @@ func Example() {
 		fmt.Println(m.JobID, m.Kind, m.Reason)
 	}
 	res, err := d.RedriveAll(ctx, dlq.RedriveOptions{
-		Progress: func(moved, total int) { fmt.Printf("moved %d\n", moved) },
+		Progress: func(moved, total int) { fmt.Printf("moved %d of %d\n", moved, total) },
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Method, res.Moved)
+	fmt.Printf("%s: moved %d of %d, left %d behind\n", res.Method, res.Moved, res.Total, res.LeftBehind)
 	// Output:
 	// job-1 email.send max_receive_count
-	// moved 1
-	// receive-send-delete 1
+	// moved 0 of 1
+	// moved 1 of 1
+	// receive-send-delete: moved 1 of 1, left 0 behind
 }

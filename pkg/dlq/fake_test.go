@@ -52,6 +52,9 @@ type fakeSQS struct {
 	moves   []*sqs.StartMessageMoveTaskInput
 	lists   int
 	sent    []sqstypes.SendMessageBatchRequestEntry // every entry the job queue accepted
+	// onSent, when set, is called (with f locked) for every message the job queue accepted, as a
+	// worker that dead-letters it again would be; it may add messages with putLocked.
+	onSent func(f *fakeSQS, m *fakeMsg)
 }
 
 func newFakeSQS() *fakeSQS { return &fakeSQS{queues: map[string][]*fakeMsg{}} }
@@ -59,8 +62,16 @@ func newFakeSQS() *fakeSQS { return &fakeSQS{queues: map[string][]*fakeMsg{}} }
 func (f *fakeSQS) put(queueURL, body string, attrs map[string]sqstypes.MessageAttributeValue, sys map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.putLocked(queueURL, "", body, attrs, sys)
+}
+
+// putLocked adds a message (id "" makes a new one) to a queue; f must be locked.
+func (f *fakeSQS) putLocked(queueURL, id, body string, attrs map[string]sqstypes.MessageAttributeValue, sys map[string]string) {
 	f.seq++
-	f.queues[queueURL] = append(f.queues[queueURL], &fakeMsg{id: "m" + strconv.Itoa(f.seq), body: body, attrs: attrs, sys: sys})
+	if id == "" {
+		id = "m" + strconv.Itoa(f.seq)
+	}
+	f.queues[queueURL] = append(f.queues[queueURL], &fakeMsg{id: id, body: body, attrs: attrs, sys: sys})
 }
 
 // count returns the visible and hidden messages of a queue.
@@ -133,10 +144,13 @@ func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 			continue
 		}
 		f.seq++
-		f.queues[aws.ToString(in.QueueUrl)] = append(f.queues[aws.ToString(in.QueueUrl)],
-			&fakeMsg{id: "m" + strconv.Itoa(f.seq), body: aws.ToString(e.MessageBody), attrs: e.MessageAttributes})
+		m := &fakeMsg{id: "m" + strconv.Itoa(f.seq), body: aws.ToString(e.MessageBody), attrs: e.MessageAttributes}
+		f.queues[aws.ToString(in.QueueUrl)] = append(f.queues[aws.ToString(in.QueueUrl)], m)
 		f.sent = append(f.sent, e)
-		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id})
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(m.id)})
+		if f.onSent != nil {
+			f.onSent(f, m)
+		}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -33,10 +34,10 @@ type RedriveOptions struct {
 	// resets the envelopes' attempts_before and removes the failure attribute. It may not be set
 	// with UseMoveTask.
 	NoMoveTask bool
-	// Progress, when set, is called after each batch the fallback mover moved, with the count
-	// moved so far and the DLQ's approximate message count when the redrive began (at least the
-	// count moved). Cancelling the redrive's context from it stops the mover before its next
-	// batch, with nothing left in flight.
+	// Progress, when set, is called when the fallback mover starts (with 0 moved) and after each
+	// batch it moved, with the count moved so far and the DLQ's approximate message count when
+	// the redrive began (at least the count moved). Cancelling the redrive's context from it
+	// stops the mover before its next batch, with nothing left in flight.
 	Progress func(moved, total int)
 }
 
@@ -53,6 +54,16 @@ type RedriveResult struct {
 	// Moved counts the messages the fallback mover sent back to the job queue. It is 0 for a move
 	// task, which goes on in SQS after RedriveAll returns (see ListMessageMoveTasks).
 	Moved int
+	// Total is the DLQ's approximate message count when the redrive started (SQS's
+	// ApproximateNumberOfMessages plus ApproximateNumberOfMessagesNotVisible): the messages it
+	// set out to move. 0 when the count could not be read.
+	Total int
+	// LeftBehind counts the dead letters the fallback mover received but left in the DLQ, visible
+	// again, for the next redrive: those that arrived after the redrive started (among them the
+	// copies a running worker dead-lettered again after this redrive moved them) and further
+	// copies of a job this redrive had already moved. Dead letters the job queue refused are not
+	// counted here: RedriveAll's error reports them.
+	LeftBehind int
 	// Method is MethodMoveTask or MethodFallback.
 	Method string
 	// TaskHandle is the move task's handle (MethodMoveTask), for CancelMessageMoveTask.
@@ -67,12 +78,19 @@ type RedriveResult struct {
 // (at most 500) and returns its handle; dead letters that arrive after the scan keep their run
 // counts.
 //
+// Either way a redrive moves the dead letters that were in the DLQ when it started, as SQS's
+// move task does: the fallback mover leaves in the DLQ the messages sent to it after the start
+// and every message that repeats a job it already moved (see the package documentation), so it
+// ends even while a worker dead-letters the moved jobs again, and runs each job once more.
+//
 // The fallback mover moves batches of up to 10 messages at Config.RatePerSecond until a receive
-// brings nothing new; it stops between steps when ctx is cancelled (returning ctx's error and
-// what it moved) and is resumed by calling RedriveAll again. A stop between a batch's status
-// resets and its send leaves those jobs listed as retrying while their messages are still in the
-// DLQ, until the next redrive. Messages the job queue refused stay in the DLQ; RedriveAll then
-// moves the others and returns an error that counts them.
+// brings nothing, or several receives in a row bring only messages it leaves behind; those are
+// made visible again when it returns. It stops between steps when ctx is cancelled (returning
+// ctx's error and what it moved) and is resumed by calling RedriveAll again: every message is in
+// exactly one of the two queues. A stop between a batch's status resets and its send leaves
+// those jobs listed as retrying while their messages are still in the DLQ, until the next
+// redrive. Messages the job queue refused stay in the DLQ; RedriveAll then moves the others and
+// returns an error that counts them.
 func (d *DLQ) RedriveAll(ctx context.Context, opts RedriveOptions) (RedriveResult, error) {
 	if opts.UseMoveTask && opts.NoMoveTask {
 		return RedriveResult{}, fmt.Errorf("%w: RedriveOptions.UseMoveTask and NoMoveTask are both set", ErrInvalid)
@@ -105,8 +123,10 @@ func (d *DLQ) moveTask(ctx context.Context, opts RedriveOptions) (RedriveResult,
 	if err != nil {
 		return res, err
 	}
+	var start time.Time
+	res.Total, start = d.begin(ctx)
 	if d.cfg.Status != nil {
-		if err := d.resetAll(ctx, opts.KeepAttempts); err != nil {
+		if err := d.resetAll(ctx, start, opts.KeepAttempts); err != nil {
 			return res, err
 		}
 	}
@@ -122,10 +142,17 @@ func (d *DLQ) moveTask(ctx context.Context, opts RedriveOptions) (RedriveResult,
 	return res, nil
 }
 
-// resetAll resets the status record of every job in the DLQ, scanning it.
-func (d *DLQ) resetAll(ctx context.Context, keepRuns bool) error {
+// resetAll resets the status record of every job in the DLQ, scanning it. It skips the dead
+// letters sent after start, and stops once the scan brings only those for a few receives.
+func (d *DLQ) resetAll(ctx context.Context, start time.Time, keepRuns bool) error {
 	done := map[string]bool{}
+	late := 0 // dead letters in a row that arrived after the start
 	return d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
+		if sentAfter(m, start) {
+			late++
+			return false, late >= idleReceives*maxBatch, nil
+		}
+		late = 0
 		if m.env == nil {
 			return false, false, nil
 		}
@@ -163,17 +190,28 @@ func (d *DLQ) queueARN(ctx context.Context, arn, queueURL string) (string, error
 	return arn, nil
 }
 
-// approxCount returns the DLQ's ApproximateNumberOfMessages, 0 when unknown.
-func (d *DLQ) approxCount(ctx context.Context) int {
+// begin reads the DLQ's approximate message count at the start of a redrive, visible or in
+// flight (a peek or a scan may hold some; 0 when unknown), and returns it with the start in SQS's
+// clock, which stamps the dead letters' SentTimestamp: the Date of the response, which has whole
+// seconds, rounded up to the next second (so the cutoff errs toward moving a dead letter that
+// arrived just after the start, which the other rules of redriveScope keep from moving twice).
+// Without a Date (some emulators, fakes), this host's clock (Config.Now) is the start.
+func (d *DLQ) begin(ctx context.Context) (total int, start time.Time) {
+	start = d.cfg.Now()
 	out, err := d.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(d.cfg.DLQURL),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		QueueUrl: aws.String(d.cfg.DLQURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
 	})
 	if err != nil {
-		return 0
+		return 0, start
 	}
-	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-	return n
+	if server, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok && !server.IsZero() {
+		start = server.Truncate(time.Second).Add(time.Second)
+	}
+	visible, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	hidden, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return max(visible, 0) + max(hidden, 0), start
 }
 
 // unsupported reports whether err says the backend does not know the operation.
@@ -199,25 +237,79 @@ func unsupported(err error) bool {
 	return errors.As(err, &status) && status.HTTPStatusCode() == 501
 }
 
+// idleReceives is how many receives in a row may bring only dead letters the fallback mover
+// leaves behind before it ends, once it has dealt with the DLQ's count at the start; while it
+// has not, it tries up to idleReceivesShort times as many (SQS's receives sample the queue).
+const (
+	idleReceives      = 3
+	idleReceivesShort = 10
+)
+
+// sentAfter reports whether the dead letter was sent to the DLQ after t (SQS's SentTimestamp,
+// in milliseconds). A message without the timestamp counts as sent before.
+func sentAfter(m dead, t time.Time) bool {
+	return !m.SentAt.IsZero() && m.SentAt.After(t.Truncate(time.Millisecond))
+}
+
+// redriveScope decides which dead letters a redrive of the whole queue moves: those that were in
+// the DLQ when it started, each job once.
+type redriveScope struct {
+	start time.Time
+	// sent holds the message ids of the copies this redrive sent to the job queue. A worker that
+	// dead-letters such a copy again names it as the failure's source_message_id; SQS's own
+	// redrive policy moves it to the DLQ under the same id.
+	sent map[string]bool
+	// jobs holds kind + "#" + job id of every job this redrive moved.
+	jobs map[string]bool
+}
+
+// admits reports whether the redrive moves m: it was sent to the DLQ no later than the start, is
+// not a copy of a message this redrive sent, and repeats no job this redrive moved. Each rule
+// alone would stop the endless loop of a redrive racing a worker that dead-letters the moved
+// jobs again; together they hold when the clocks of this host and SQS differ (SentTimestamp is
+// SQS's time) and when a job is re-sent under a new message id.
+func (s *redriveScope) admits(m dead) bool {
+	if sentAfter(m, s.start) || s.sent[m.MessageID] {
+		return false
+	}
+	if m.Failure != nil && s.sent[m.Failure.SourceMessageID] {
+		return false
+	}
+	return m.JobID == "" || !s.jobs[m.Kind+"#"+m.JobID]
+}
+
+// moved records a dead letter moved as the message newID.
+func (s *redriveScope) moved(m dead, newID string) {
+	if newID != "" {
+		s.sent[newID] = true
+	}
+	if m.JobID != "" {
+		s.jobs[m.Kind+"#"+m.JobID] = true
+	}
+}
+
 // fallback redrives with receive, send, delete.
 func (d *DLQ) fallback(ctx context.Context, opts RedriveOptions) (res RedriveResult, err error) {
 	res.Method = MethodFallback
-	total := 0
+	scope := &redriveScope{sent: map[string]bool{}, jobs: map[string]bool{}}
+	res.Total, scope.start = d.begin(ctx)
 	if opts.Progress != nil {
-		total = d.approxCount(ctx)
+		opts.Progress(0, res.Total)
 	}
-	// back holds the messages that stay in the DLQ (refused by the job queue, or not sent when
-	// the run stops), to make them visible again when RedriveAll returns.
+	// back holds the messages that stay in the DLQ (left behind, refused by the job queue, or not
+	// sent when the run stops), to make them visible again when RedriveAll returns.
 	back := &held{d: d, queueURL: d.cfg.DLQURL}
 	defer func() {
 		if rerr := back.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
-	refusedIDs := map[string]bool{}
+	judged := map[string]bool{} // message ids received and decided on
+	refused := 0
 	var refusals []error
 	rate := d.cfg.RatePerSecond
-	start := d.cfg.Now()
+	paced := d.cfg.Now()
+	idle := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -226,21 +318,40 @@ func (d *DLQ) fallback(ctx context.Context, opts RedriveOptions) (res RedriveRes
 		if err != nil {
 			return res, err
 		}
+		if len(msgs) == 0 {
+			break
+		}
 		var todo []dead
 		for _, m := range msgs {
-			if refusedIDs[aws.ToString(m.MessageId)] {
+			id := aws.ToString(m.MessageId)
+			if judged[id] { // held, and back after its visibility ran out: hold it again
 				back.add(m)
 				continue
 			}
-			todo = append(todo, decode(m))
+			judged[id] = true
+			dm := decode(m)
+			if !scope.admits(dm) {
+				back.add(m)
+				res.LeftBehind++
+				continue
+			}
+			todo = append(todo, dm)
 		}
 		if len(todo) == 0 {
-			break
+			limit := idleReceives
+			if res.Moved+refused < res.Total {
+				limit = idleReceivesShort
+			}
+			if idle++; idle >= limit {
+				break
+			}
+			continue
 		}
+		idle = 0
 		// Pace: the messages moved so far took at least moved/rate. A batch holds at most
 		// rate messages, so the wait (≤ 1 s) fits well within the messages' visibility.
 		if res.Moved > 0 {
-			due := start.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
+			due := paced.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
 			if wait := due.Sub(d.cfg.Now()); wait > 0 {
 				if err := d.cfg.Sleep(ctx, wait); err != nil {
 					for _, m := range todo {
@@ -254,11 +365,13 @@ func (d *DLQ) fallback(ctx context.Context, opts RedriveOptions) (res RedriveRes
 		res.Moved += out.sentCount()
 		// Unsent messages go back to the DLQ at once after a stop; refused ones at the end.
 		for i, m := range todo {
-			if !out.sent[i] {
-				back.add(m.raw)
-				if err == nil {
-					refusedIDs[m.MessageID] = true
-				}
+			if out.sent[i] {
+				scope.moved(m, out.newIDs[i])
+				continue
+			}
+			back.add(m.raw)
+			if err == nil {
+				refused++
 			}
 		}
 		refusals = append(refusals, out.refusals()...)
@@ -266,12 +379,12 @@ func (d *DLQ) fallback(ctx context.Context, opts RedriveOptions) (res RedriveRes
 			return res, err
 		}
 		if opts.Progress != nil {
-			opts.Progress(res.Moved, max(total, res.Moved))
+			opts.Progress(res.Moved, max(res.Total, res.Moved))
 		}
 	}
-	if len(refusedIDs) > 0 {
+	if refused > 0 {
 		return res, fmt.Errorf("dlq: %d dead letters could not be sent to the job queue and stay in the DLQ: %w",
-			len(refusedIDs), errors.Join(firstN(refusals, 5)...))
+			refused, errors.Join(firstN(refusals, 5)...))
 	}
 	return res, nil
 }
@@ -326,6 +439,8 @@ type moveOptions struct {
 // moveOutcome is what moveBatch did with each message.
 type moveOutcome struct {
 	sent, deleted []bool
+	// newIDs holds the job queue's message id of each sent entry ("" for the others).
+	newIDs []string
 	// refused holds the job queue's error for each entry it refused (nil for the others).
 	refused []error
 }
@@ -358,7 +473,8 @@ func (o *moveOutcome) sentCount() int {
 // failed (those messages are in both queues: a duplicate the job's key absorbs). Entries the job
 // queue refused are in the outcome's refusals, not an error.
 func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt moveOptions) (moveOutcome, error) {
-	out := moveOutcome{sent: make([]bool, len(msgs)), deleted: make([]bool, len(msgs)), refused: make([]error, len(msgs))}
+	out := moveOutcome{sent: make([]bool, len(msgs)), deleted: make([]bool, len(msgs)), refused: make([]error, len(msgs)),
+		newIDs: make([]string, len(msgs))}
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
@@ -409,6 +525,7 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 		for _, s := range res.Successful {
 			if j, err := strconv.Atoi(aws.ToString(s.Id)); err == nil && j >= 0 && j < len(r.idx) {
 				out.sent[r.idx[j]] = true
+				out.newIDs[r.idx[j]] = aws.ToString(s.MessageId)
 			}
 		}
 		for _, f := range res.Failed {

@@ -2,8 +2,11 @@ package dlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -318,5 +321,101 @@ func TestPeekDecodesMessages(t *testing.T) {
 	}
 	if visible, hidden := f.count(fakeDLQ); visible != 2 || hidden != 0 {
 		t.Errorf("DLQ has %d visible and %d hidden after Peek", visible, hidden)
+	}
+}
+
+// TestFallbackLeavesNewDeadLetters checks each rule by which the fallback mover tells the dead
+// letters that were in the DLQ at its start from those that arrived since, on a fake whose
+// responses carry no server time (so the start is Config.Now): each case defeats the other rules.
+func TestFallbackLeavesNewDeadLetters(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	failure := func(jobID, source string) map[string]sqstypes.MessageAttributeValue {
+		v, _ := json.Marshal(worker.Failure{Reason: jobs.ReasonCancelled, JobID: jobID, SourceMessageID: source})
+		return map[string]sqstypes.MessageAttributeValue{worker.FailureAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(v))}}
+	}
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	sentAt := func(t time.Time) map[string]string {
+		return map[string]string{"SentTimestamp": strconv.FormatInt(t.UnixMilli(), 10)}
+	}
+	for _, tc := range []struct {
+		name string
+		seed func(f *fakeSQS, i int)
+		// again dead-letters a moved message again, as a worker or SQS would.
+		again               func(f *fakeSQS, m *fakeMsg)
+		wantMoved, wantLeft int
+	}{
+		{
+			// A worker dead-letters the moved copy again; its body is no envelope, so only the
+			// failure's source_message_id ties it to this redrive (the clock says "before").
+			name: "copy names the moved message as its source",
+			seed: func(f *fakeSQS, i int) {
+				f.put(fakeDLQ, fmt.Sprintf("opaque-%d", i), failure("", "src"), sentAt(start.Add(-time.Minute)))
+			},
+			again: func(f *fakeSQS, m *fakeMsg) {
+				f.putLocked(fakeDLQ, "", m.body, failure("", m.id), sentAt(start.Add(-time.Minute)))
+			},
+			wantMoved: n, wantLeft: n,
+		},
+		{
+			// SQS's redrive policy moves the copy under its own message id, without a failure.
+			name: "SQS moved the copy back under its id",
+			seed: func(f *fakeSQS, i int) {
+				f.put(fakeDLQ, fmt.Sprintf("opaque-%d", i), nil, sentAt(start.Add(-time.Minute)))
+			},
+			again: func(f *fakeSQS, m *fakeMsg) {
+				f.putLocked(fakeDLQ, m.id, m.body, nil, sentAt(start.Add(-time.Minute)))
+			},
+			wantMoved: n, wantLeft: n,
+		},
+		{
+			// The worker re-sent the job under a new message id (a long retry), then dead-lettered
+			// that: only the job id ties it to this redrive.
+			name: "copy of a job already moved",
+			seed: func(f *fakeSQS, i int) {
+				env := envelope(i)
+				f.put(fakeDLQ, body(env), failure(env.ID, "src"), sentAt(start.Add(-time.Minute)))
+			},
+			again: func(f *fakeSQS, m *fakeMsg) {
+				env, _ := jobs.ParseEnvelope(m.body)
+				f.putLocked(fakeDLQ, "", m.body, failure(env.ID, "some-resent-copy"), sentAt(start.Add(-time.Minute)))
+			},
+			wantMoved: n, wantLeft: n,
+		},
+		{
+			// Other jobs dead-lettered after the start, by the timestamp alone.
+			name: "sent after the start",
+			seed: func(f *fakeSQS, i int) {
+				at := start.Add(-time.Minute)
+				if i%2 == 1 {
+					at = start.Add(time.Second)
+				}
+				env := envelope(i)
+				f.put(fakeDLQ, body(env), failure(env.ID, fmt.Sprintf("src-%d", i)), sentAt(at))
+			},
+			wantMoved: 3, wantLeft: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSQS()
+			for i := range n {
+				tc.seed(f, i)
+			}
+			f.onSent = tc.again
+			clock := &fakeClock{now: start}
+			d, err := newFakeDLQ(f, func(c *dlq.Config) { c.Now, c.Sleep = clock.Now, clock.Sleep })
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := d.RedriveAll(context.Background(), dlq.RedriveOptions{NoMoveTask: true})
+			if err != nil || res.Moved != tc.wantMoved || res.LeftBehind != tc.wantLeft || res.Total != n {
+				t.Fatalf("RedriveAll = %+v, %v; want %d moved of %d, %d left behind", res, err, tc.wantMoved, n, tc.wantLeft)
+			}
+			// What it left is visible again at once.
+			if visible, hidden := f.count(fakeDLQ); hidden != 0 || visible != tc.wantLeft {
+				t.Errorf("DLQ has %d visible and %d hidden messages afterwards, want %d visible", visible, hidden, tc.wantLeft)
+			}
+		})
 	}
 }
