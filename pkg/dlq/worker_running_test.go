@@ -3,7 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
-		"log/slog"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
