@@ -21,11 +21,12 @@
 // DestinationArn (SQS returns only the messages it moved itself to their origin; the worker's
 // dead letters need the destination). A move task copies each message as it is: the failure
 // attribute (harmless: the worker ignores and replaces it) and the envelope's attempts_before come
-// along, so the fresh attempt budget comes only from the status reset — with the idempotency
-// middleware the attempt number is the status record's run count, which [Config.Status] resets
-// to 0 (RedriveAll does so for every dead letter before it starts the task); without it, the
-// attempt number is attempts_before + the receive count, and a job that had spent
-// attempts_before attempts keeps them.
+// along, so the fresh attempt budget comes only from the status reset, which [Config.Status]
+// does for every dead letter before RedriveAll starts the task (run count 0). The attempt number
+// counts attempts_before with or without a store (with the idempotency middleware it is
+// max(run count, attempts_before) + 1; without, attempts_before + the receive count), so a job
+// whose envelope had spent attempts_before attempts (a retry re-sent beyond SQS's 12-hour
+// visibility limit) keeps them after a move task; the fallback mover resets attempts_before.
 //
 // When the backend answers that StartMessageMoveTask is unsupported (the embedded emulator, some
 // other emulators), RedriveAll moves the messages itself: it receives up to 10 dead letters,

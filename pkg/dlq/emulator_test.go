@@ -114,7 +114,8 @@ func TestRedriveAllGivesFreshBudget(t *testing.T) {
 		wantNewAttempt int // the attempt number the successful run sees
 	}{
 		{"fresh", false, 0, 0, 1},
-		{"keep attempts", true, 1, 2, 2},
+		// The jobs' envelopes say attempts_before 2, so their one run was attempt 3.
+		{"keep attempts", true, 3, 2, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -136,8 +137,8 @@ func TestRedriveAllGivesFreshBudget(t *testing.T) {
 			}
 			for i := range n {
 				j, err := e.table.Get(ctx, testKind, envelope(i).Key)
-				if err != nil || j.State != idempotency.StateDead || j.Runs != 1 {
-					t.Fatalf("record before redrive = %+v, %v; want dead with 1 run", j, err)
+				if err != nil || j.State != idempotency.StateDead || j.Runs != 3 {
+					t.Fatalf("record before redrive = %+v, %v; want dead with 3 runs (attempts_before 2 + its run)", j, err)
 				}
 			}
 

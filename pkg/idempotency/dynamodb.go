@@ -35,7 +35,9 @@ type DynamoDBConfig struct {
 // Writes per job: a successful claim and its finish are one conditional UpdateItem each. A
 // refused claim is one conditional UpdateItem, plus one strongly consistent GetItem when the
 // backend does not return the old item with the ConditionalCheckFailedException (real DynamoDB
-// does, with ReturnValuesOnConditionCheckFailure; some emulators do not).
+// does, with ReturnValuesOnConditionCheckFailure; some emulators do not). A claim whose
+// AttemptsBefore is above 0 but below the record's runs (a stale re-sent copy) costs one refused
+// write more (see Claim).
 //
 // Expired records: an expired record must count as absent (its runs restart at 1, its payload
 // hash and error no longer count), which one conditional UpdateItem cannot express, so the
@@ -151,8 +153,13 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 	if err := validateClaim(&req); err != nil {
 		return ClaimResult{}, err
 	}
+	// With AttemptsBefore, runs becomes max(runs, AttemptsBefore) + 1, which one update
+	// expression cannot compute: the first write sets AttemptsBefore + 1 where runs ≤
+	// AttemptsBefore (no record, a producer's record with 0 runs, a re-sent copy that carries the
+	// record's runs), and only a record with more runs costs a second write that adds 1.
+	setRuns := req.AttemptsBefore > 0
 	for range maxClaimRounds {
-		rec, claimed, found, err := s.claimUpdate(ctx, &req)
+		rec, claimed, found, err := s.claimUpdate(ctx, &req, setRuns)
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -169,7 +176,10 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 		}
 		if !rec.Expired(req.Now) {
 			if claimable(&rec, &req) {
-				continue // changed between the refused write and the read: try again
+				if setRuns && rec.Runs > req.AttemptsBefore {
+					setRuns = false // refused by the runs condition: add 1 instead
+				}
+				continue // or changed between the refused write and the read: try again
 			}
 			return ClaimResult{Record: rec}, nil
 		}
@@ -187,7 +197,9 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 
 // claimUpdate runs the claim's UpdateItem. It returns the record after the claim (claimed), or
 // the record that refused it (found; not found when it was deleted before it could be read).
-func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec Record, claimed, found bool, err error) {
+// setRuns sets runs to AttemptsBefore + 1, on the condition that runs ≤ AttemptsBefore;
+// otherwise runs grows by 1.
+func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setRuns bool) (rec Record, claimed, found bool, err error) {
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(req.Now)))
 	running := e.v(":running", avS(string(StateRunning)))
@@ -212,6 +224,10 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec
 	} else {
 		cond += " AND attribute_not_exists(" + e.n(AttrHash) + ")"
 	}
+	if setRuns {
+		cond += " AND (attribute_not_exists(" + e.n(AttrRuns) + ") OR " + e.n(AttrRuns) + " <= " +
+			e.v(":before", avN(int64(req.AttemptsBefore))) + ")"
+	}
 
 	u := &update{e: e}
 	u.setTo(AttrState, running)
@@ -227,7 +243,11 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest) (rec
 	} else {
 		u.rm(AttrJobID) // an empty string cannot be an index key
 	}
-	u.setTo(AttrRuns, "if_not_exists("+e.n(AttrRuns)+", "+e.v(":zero", avN(0))+") + "+e.v(":one", avN(1)))
+	if setRuns {
+		u.setTo(AttrRuns, e.v(":runs", avN(int64(req.AttemptsBefore)+1)))
+	} else {
+		u.setTo(AttrRuns, "if_not_exists("+e.n(AttrRuns)+", "+e.v(":zero", avN(0))+") + "+e.v(":one", avN(1)))
+	}
 	u.setTo(AttrFirstAt, "if_not_exists("+e.n(AttrFirstAt)+", "+nowMs+")")
 	u.setTo(AttrLastAt, nowMs)
 	u.setTo(AttrUpdated, nowMs)

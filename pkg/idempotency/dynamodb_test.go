@@ -208,6 +208,36 @@ func TestDynamoDBStoreCallCounts(t *testing.T) {
 			want: calls{"UpdateItem": 1, "PutItem": 1},
 		},
 		{
+			name: "claim with attempts_before (no record)",
+			act: func(t *testing.T, s idempotency.Store, key string) {
+				r := claim(key, "A", t0)
+				r.AttemptsBefore = 2
+				if rec := mustClaimed(t, s, r, true); rec.Runs != 3 {
+					t.Errorf("runs %d, want 3", rec.Runs)
+				}
+			},
+			want: calls{"UpdateItem": 1},
+		},
+		{
+			name:   "claim with attempts_before below the record's runs",
+			allOld: true,
+			setup: func(t *testing.T, s idempotency.Store, key string) {
+				for i, tok := range []string{"A", "B"} {
+					now := t0.Add(time.Duration(i) * time.Second)
+					mustClaimed(t, s, claim(key, tok, now), true)
+					mustFinish(t, s, finish(key, tok, idempotency.StateRetrying, now.Add(time.Millisecond), t0.Add(24*time.Hour)))
+				}
+			},
+			act: func(t *testing.T, s idempotency.Store, key string) {
+				r := claim(key, "C", t0.Add(time.Minute))
+				r.AttemptsBefore = 1
+				if rec := mustClaimed(t, s, r, true); rec.Runs != 3 {
+					t.Errorf("runs %d, want 3", rec.Runs)
+				}
+			},
+			want: calls{"UpdateItem": 2}, // the first write's runs condition refuses it
+		},
+		{
 			name:  "renew",
 			setup: func(t *testing.T, s idempotency.Store, key string) { mustClaimed(t, s, claim(key, "A", t0), true) },
 			act: func(t *testing.T, s idempotency.Store, key string) {

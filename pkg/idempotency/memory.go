@@ -50,7 +50,7 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	if req.PayloadHash != "" {
 		rec.PayloadHash = req.PayloadHash
 	}
-	rec.Runs++
+	rec.Runs = claimRuns(rec.Runs, &req)
 	if rec.FirstAttemptAt.IsZero() {
 		rec.FirstAttemptAt = now
 	}

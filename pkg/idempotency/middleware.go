@@ -180,7 +180,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	lease, renew := m.lease(ctx, now)
 	res, err := m.cfg.Store.Claim(ctx, ClaimRequest{
 		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
-		Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
+		AttemptsBefore: job.AttemptsBefore, Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
 	})
 	if err != nil {
 		m.stats.storeErrors.Add(1)

@@ -90,9 +90,14 @@ func validateClaim(req *ClaimRequest) error {
 		return fmt.Errorf("%w: claim without Now", errInvalid)
 	case req.LeaseUntil.IsZero():
 		return fmt.Errorf("%w: claim without LeaseUntil", errInvalid)
+	case req.AttemptsBefore < 0:
+		return fmt.Errorf("%w: claim with AttemptsBefore %d (want ≥ 0)", errInvalid, req.AttemptsBefore)
 	}
 	return nil
 }
+
+// claimRuns returns the run count of a claim over a record with runs runs (0: none).
+func claimRuns(runs int, req *ClaimRequest) int { return max(runs, req.AttemptsBefore) + 1 }
 
 func validateFinish(f *Finish) error {
 	switch {
@@ -136,7 +141,7 @@ func validState(s State) bool {
 func freshRecord(req *ClaimRequest) Record {
 	now := msTime(req.Now)
 	return Record{
-		Kind: req.Kind, Key: req.Key, JobID: req.JobID, State: StateRunning, Runs: 1, Token: req.Token,
+		Kind: req.Kind, Key: req.Key, JobID: req.JobID, State: StateRunning, Runs: claimRuns(0, req), Token: req.Token,
 		LeaseUntil: msTime(req.LeaseUntil), PayloadHash: req.PayloadHash,
 		FirstAttemptAt: now, LastAttemptAt: now, UpdatedAt: now, ExpiresAt: expTime(req.ExpiresAt),
 	}

@@ -47,7 +47,9 @@ type Record struct {
 	JobID string
 	// State is the record's state.
 	State State
-	// Runs counts the claims that started the job: the attempt number of the running one.
+	// Runs is the attempt number of the running (or last) claim: the claims that started the
+	// job, counted from the attempts its envelope says earlier copies spent
+	// (ClaimRequest.AttemptsBefore). A claim sets it to max(Runs, AttemptsBefore) + 1.
 	Runs int
 	// Token identifies the current claim; Complete, Fail and Renew must present it.
 	Token string
@@ -88,6 +90,11 @@ type ClaimRequest struct {
 	// PayloadHash must equal the record's, if it has one; otherwise the claim is refused and the
 	// record returned (the caller dead-letters the job as payload_mismatch).
 	PayloadHash string
+	// AttemptsBefore is the envelope's attempts_before: attempts earlier copies of the job spent
+	// (a re-send, a requeue by another producer). The claim counts them as runs already spent:
+	// the record's Runs becomes max(Runs, AttemptsBefore) + 1, so that a new record's first
+	// attempt is AttemptsBefore + 1, as it is without a store. Must not be negative.
+	AttemptsBefore int
 	// Token identifies this claim (unique per attempt).
 	Token string
 	// Now is the claim time; LeaseUntil ends the claim unless renewed.

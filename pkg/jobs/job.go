@@ -23,7 +23,8 @@ type Info struct {
 	// Key is the idempotency key, scoped by kind; it defaults to ID.
 	Key string
 	// Attempt is the number of this attempt, starting at 1. Without a store it is
-	// attempts_before + ApproximateReceiveCount; a store (middleware) may set it from its run count.
+	// attempts_before + ApproximateReceiveCount; a store (middleware) may set it from its run count
+	// (the idempotency middleware: max(runs recorded, attempts_before) + 1).
 	Attempt int
 	// MaxAttempts is the envelope's max_attempts when present, else the kind's default.
 	MaxAttempts int

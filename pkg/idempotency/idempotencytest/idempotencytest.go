@@ -196,6 +196,7 @@ var cases = []testCase{
 	{"ExpiredRecordCountsAsAbsent", expiredRecord},
 	{"PayloadMismatch", payloadMismatch},
 	{"RunsGrowAcrossFailures", runsGrow},
+	{"AttemptsBeforeCountsAsRuns", attemptsBefore},
 	{"WrongTokenLosesLease", wrongToken},
 	{"LeaseTakeover", leaseTakeover},
 	{"RenewExtendsLease", renewExtends},
@@ -435,6 +436,68 @@ func runsGrow(t *testing.T, e *env) {
 	}
 	if rec := e.get(key); rec.Runs != 4 || rec.State != idempotency.StateRetrying || rec.LastError != "failure 4" {
 		t.Errorf("after 4 failures: %+v", rec)
+	}
+}
+
+// attemptsBefore: a claim counts the envelope's attempts_before as runs already spent, so Runs
+// becomes max(Runs, AttemptsBefore) + 1, whatever the record (none, expired, a producer's with 0
+// runs, one with fewer or more runs).
+func attemptsBefore(t *testing.T, e *env) {
+	t0 := at(0)
+	// failed leaves a retrying record with runs runs.
+	failed := func(runs int) func(e *env, key string) {
+		return func(e *env, key string) {
+			for i := range runs {
+				now := t0.Add(time.Duration(i) * time.Second)
+				e.mustClaim(req(key, "F"+strconv.Itoa(i), now))
+				e.finish(fin(key, "F"+strconv.Itoa(i), idempotency.StateRetrying, now.Add(time.Millisecond)))
+			}
+		}
+	}
+	tests := []struct {
+		name     string
+		setup    func(e *env, key string)
+		before   int
+		wantRuns int
+	}{
+		{"no-record", func(*env, string) {}, 3, 4},
+		{"no-record/zero", func(*env, string) {}, 0, 1},
+		{"expired", func(e *env, key string) {
+			r := req(key, "F", t0)
+			r.ExpiresAt = t0.Add(5 * time.Second)
+			e.mustClaim(r)
+		}, 2, 3},
+		{"queued", func(e *env, key string) {
+			e.seed(idempotency.Record{Kind: kind, Key: key, JobID: "job-producer", State: idempotency.StateQueued,
+				PayloadHash: hash1, UpdatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)})
+		}, 2, 3},
+		{"fewer-runs", failed(1), 3, 4},
+		{"as-many-runs", failed(2), 2, 3},
+		{"more-runs", failed(3), 1, 4},
+		{"runs/zero", failed(2), 0, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			tt.setup(e, key)
+			r := req(key, "B", t0.Add(time.Minute))
+			r.AttemptsBefore = tt.before
+			rec := e.mustClaim(r)
+			if rec.Runs != tt.wantRuns || rec.State != idempotency.StateRunning || rec.Token != "B" {
+				t.Errorf("claim with AttemptsBefore %d: runs %d state %s token %q, want runs %d running B",
+					tt.before, rec.Runs, rec.State, rec.Token, tt.wantRuns)
+			}
+			if got := e.get(key); got.Runs != tt.wantRuns {
+				t.Errorf("Get after the claim: runs %d, want %d", got.Runs, tt.wantRuns)
+			}
+			// The next claim without attempts_before goes on from there.
+			e.finish(fin(key, "B", idempotency.StateRetrying, t0.Add(2*time.Minute)))
+			if rec := e.mustClaim(req(key, "C", t0.Add(3*time.Minute))); rec.Runs != tt.wantRuns+1 {
+				t.Errorf("next claim: runs %d, want %d", rec.Runs, tt.wantRuns+1)
+			}
+		})
 	}
 }
 
@@ -735,6 +798,7 @@ func invalidRequests(t *testing.T, e *env) {
 		{"no-kind", func(r *idempotency.ClaimRequest) { r.Kind = "" }},
 		{"no-key", func(r *idempotency.ClaimRequest) { r.Key = "" }},
 		{"no-token", func(r *idempotency.ClaimRequest) { r.Token = "" }},
+		{"negative-attempts-before", func(r *idempotency.ClaimRequest) { r.AttemptsBefore = -1 }},
 	} {
 		r := req(key, "A", t0)
 		tt.mod(&r)
