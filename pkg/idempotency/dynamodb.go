@@ -410,6 +410,58 @@ func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, kind, key, co
 	return fmt.Errorf("idempotency: %s %s: %w", op, ItemKey(kind, key), err)
 }
 
+// MarkDead implements Store: one UpdateItem conditioned on the record being live, the job's (job
+// id or payload hash) and waiting for a run. A refused write is billed too (1 write unit when
+// there is no item).
+func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
+	if err := validateDeadMark(&d); err != nil {
+		return false, err
+	}
+	e := newExpr()
+	nowMs := e.v(":now", avN(unixMs(d.Now)))
+	var ours []string
+	if d.JobID != "" {
+		ours = append(ours, e.n(AttrJobID)+" = "+e.v(":job", avS(d.JobID)))
+	}
+	if d.PayloadHash != "" {
+		ours = append(ours, e.n(AttrHash)+" = "+e.v(":hash", avS(d.PayloadHash)))
+	}
+	cond := "attribute_exists(" + e.n(AttrPK) + ")" +
+		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
+		" AND (" + e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
+		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR (" +
+		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning))) + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
+		" AND (" + strings.Join(ours, " OR ") + ")"
+	u := &update{e: e}
+	u.setTo(AttrState, e.v(":stdead", avS(string(StateDead))))
+	u.setTo(AttrReason, e.v(":reason", avS(d.Reason)))
+	if d.Error != "" {
+		u.setTo(AttrError, e.v(":err", avS(TruncateError(d.Error))))
+	}
+	if d.MessageID != "" {
+		u.setTo(AttrDeadMsg, e.v(":msgid", avS(d.MessageID)))
+	} else {
+		u.rm(AttrDeadMsg)
+	}
+	u.setTo(AttrUpdated, nowMs)
+	if d.ExpiresAt.IsZero() {
+		u.rm(AttrExpires)
+	} else {
+		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(d.ExpiresAt))))
+	}
+	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, ItemKey(d.Kind, d.Key), s.shards))))
+	u.setTo(AttrGSI1SK, nowMs)
+	u.rm(AttrLease, AttrToken)
+	err := s.conditionalUpdate(ctx, "mark dead", d.Kind, d.Key, cond, u)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrLeaseLost): // the condition failed: nothing to mark
+		return false, nil
+	}
+	return false, err
+}
+
 // Get implements Store with a strongly consistent GetItem. Expired records are returned too:
 // callers check Record.Expired.
 func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, error) {

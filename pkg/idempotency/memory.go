@@ -114,6 +114,31 @@ func (m *MemoryStore) Renew(ctx context.Context, kind, key, token string, leaseU
 	return nil
 }
 
+// MarkDead implements Store.
+func (m *MemoryStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := validateDeadMark(&d); err != nil {
+		return false, err
+	}
+	ik := ItemKey(d.Kind, d.Key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[ik]
+	if !ok || rec.Expired(d.Now) || !markable(&rec, &d) {
+		return false, nil
+	}
+	rec.State, rec.Reason, rec.DeadMessageID = StateDead, d.Reason, d.MessageID
+	if d.Error != "" {
+		rec.LastError = TruncateError(d.Error)
+	}
+	rec.UpdatedAt, rec.ExpiresAt = msTime(d.Now), expTime(d.ExpiresAt)
+	rec.Token, rec.LeaseUntil = "", time.Time{}
+	m.recs[ik] = rec
+	return true, nil
+}
+
 // Get implements Store. It returns expired records too: callers check Record.Expired.
 func (m *MemoryStore) Get(ctx context.Context, kind, key string) (Record, error) {
 	if err := ctx.Err(); err != nil {

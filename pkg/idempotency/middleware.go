@@ -72,16 +72,19 @@ type Stats struct {
 	FailOpenRuns   int64 // jobs run without a claim (FailOpen)
 	LeaseRenewals  int64 // successful renewals
 	LeaseLostStops int64 // jobs whose context was cancelled because the lease was lost
+	DeadMarks      int64 // records made dead by RecordDeadLetter (jobs dead-lettered without a claim)
 }
 
 // Middleware claims every job before it runs and records its outcome. It implements the worker's
-// Middleware interface (worker.Config.Middleware).
+// Middleware interface (worker.Config.Middleware), and worker.DeadLetterRecorder, so that the
+// record of a job dead-lettered without a run (an unknown kind, a payload mismatch) becomes dead
+// too.
 type Middleware struct {
 	cfg   MiddlewareConfig
 	cache *lru
 	stats struct {
 		claims, duplicates, cacheHits, inProgress, mismatches, storeErrors, finishErrors,
-		failOpenRuns, renewals, leaseLost atomic.Int64
+		failOpenRuns, renewals, leaseLost, deadMarks atomic.Int64
 	}
 }
 
@@ -158,7 +161,7 @@ func (m *Middleware) Stats() Stats {
 		Claims: s.claims.Load(), Duplicates: s.duplicates.Load(), CacheHits: s.cacheHits.Load(),
 		InProgress: s.inProgress.Load(), Mismatches: s.mismatches.Load(), StoreErrors: s.storeErrors.Load(),
 		FinishErrors: s.finishErrors.Load(), FailOpenRuns: s.failOpenRuns.Load(),
-		LeaseRenewals: s.renewals.Load(), LeaseLostStops: s.leaseLost.Load(),
+		LeaseRenewals: s.renewals.Load(), LeaseLostStops: s.leaseLost.Load(), DeadMarks: s.deadMarks.Load(),
 	}
 }
 
@@ -244,8 +247,12 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 	switch {
 	case rec.PayloadHash != "" && rec.PayloadHash != hash:
 		m.stats.mismatches.Add(1)
-		return jobs.DeadLetter(jobs.ReasonPayloadMismatch,
-			fmt.Errorf("key %q of kind %s was used by job %s with different args", job.Key, job.Kind, rec.JobID))
+		// The record is another job's (nothing of this one's to mark dead), unless it carries
+		// this job's id (a producer recorded it queued with other args).
+		return jobs.DeadLetter(jobs.ReasonPayloadMismatch, &refusal{
+			msg:    fmt.Sprintf("key %q of kind %s was used by job %s with different args", job.Key, job.Kind, rec.JobID),
+			noMark: rec.JobID != job.ID,
+		})
 	case rec.State == StateSucceeded:
 		m.stats.duplicates.Add(1)
 		return fmt.Errorf("%w: duplicate of job %s, which succeeded", jobs.ErrSkipped, rec.JobID)
@@ -259,7 +266,10 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 		if reason == "" {
 			reason = jobs.ReasonExhausted
 		}
-		return jobs.DeadLetter(reason, fmt.Errorf("job %s was already dead-lettered; its message came back because the DLQ send failed", rec.JobID))
+		return jobs.DeadLetter(reason, &refusal{
+			msg:    fmt.Sprintf("job %s was already dead-lettered; its message came back because the DLQ send failed", rec.JobID),
+			noMark: true, // the record says dead already
+		})
 	case rec.State == StateRunning && rec.LeaseUntil.After(now):
 		m.stats.inProgress.Add(1)
 		remaining := rec.LeaseUntil.Sub(now)
@@ -301,6 +311,61 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 		if m.cfg.OnFinishError != nil {
 			m.cfg.OnFinishError(ctx, job, err)
 		}
+	}
+}
+
+// refusal is the error of a job the middleware dead-letters from its record, without claiming
+// it; noMark says that RecordDeadLetters has nothing to write for it (the record is already
+// dead, or is another job's).
+type refusal struct {
+	msg    string
+	noMark bool
+}
+
+func (e *refusal) Error() string { return e.msg }
+
+// RecordDeadLetter implements worker.DeadLetterRecorder: the worker calls it for each job of a
+// batch it dead-lettered, once the dead letters are in the DLQ. A job whose outcome came back
+// through Work (calledNext: it was claimed and run, or judged on its claim: cancelled, exhausted,
+// args that do not decode) was recorded by Work's finishing write and costs nothing more here.
+// For the others (an unknown kind, which never reaches the middleware; a payload mismatch against
+// a record of the same job id; a middleware outside this one that dead-lettered the job without
+// calling next) it makes the job's record dead with the reason (Store.MarkDead: one conditional
+// write, refused when the job has no record or its record is another job's or in another state),
+// so that status listings of dead jobs show every job in the DLQ. A failed write is logged,
+// counted in FinishErrors and passed to OnFinishError; the message is in the DLQ all the same.
+func (m *Middleware) RecordDeadLetter(ctx context.Context, job *jobs.Info, reason string, err error, calledNext bool) {
+	var r *refusal
+	if calledNext || job.Kind == "" || job.Key == "" || errors.As(err, &r) && r.noMark {
+		return
+	}
+	m.markDead(ctx, job, reason, err)
+}
+
+// markDead records a dead-lettered job as dead.
+func (m *Middleware) markDead(ctx context.Context, job *jobs.Info, reason string, jobErr error) {
+	hash, _ := jobs.PayloadHash(job.Kind, job.RawArgs) // "" for args that cannot be hashed: the job id decides
+	if hash == "" && job.ID == "" {
+		return
+	}
+	now := m.cfg.Now()
+	mark := DeadMark{Kind: job.Kind, Key: job.Key, JobID: job.ID, PayloadHash: hash, Reason: reason,
+		MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
+	if jobErr != nil {
+		mark.Error = jobErr.Error()
+	}
+	marked, err := m.cfg.Store.MarkDead(ctx, mark)
+	if err != nil {
+		m.stats.finishErrors.Add(1)
+		m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not record the dead-lettered job as dead", "job_id", job.ID,
+			"kind", job.Kind, "key", job.Key, "reason", reason, "error", err)
+		if m.cfg.OnFinishError != nil {
+			m.cfg.OnFinishError(ctx, job, err)
+		}
+		return
+	}
+	if marked {
+		m.stats.deadMarks.Add(1)
 	}
 }
 

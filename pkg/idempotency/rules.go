@@ -117,6 +117,33 @@ func validateFinish(f *Finish) error {
 	return fmt.Errorf("%w: finish to state %q (want succeeded, retrying, dead or cancelled)", errInvalid, f.State)
 }
 
+func validateDeadMark(d *DeadMark) error {
+	switch {
+	case d.Kind == "" || d.Key == "":
+		return fmt.Errorf("%w: dead mark without a Kind or Key", errInvalid)
+	case d.JobID == "" && d.PayloadHash == "":
+		return fmt.Errorf("%w: dead mark without a JobID or PayloadHash", errInvalid)
+	case d.Reason == "":
+		return fmt.Errorf("%w: dead mark without a Reason", errInvalid)
+	case d.Now.IsZero():
+		return fmt.Errorf("%w: dead mark without Now", errInvalid)
+	}
+	return nil
+}
+
+// markable reports whether d may make rec (a live record) dead: rec is d's job and waits for a
+// run.
+func markable(rec *Record, d *DeadMark) bool {
+	ours := d.JobID != "" && rec.JobID == d.JobID || d.PayloadHash != "" && rec.PayloadHash == d.PayloadHash
+	switch rec.State {
+	case StateQueued, StateScheduled, StateRetrying:
+		return ours
+	case StateRunning:
+		return ours && !msTime(rec.LeaseUntil).After(msTime(d.Now))
+	}
+	return false
+}
+
 func validateRenew(kind, key, token string, leaseUntil time.Time) error {
 	switch {
 	case kind == "" || key == "":

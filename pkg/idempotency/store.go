@@ -131,6 +131,23 @@ type Finish struct {
 	Now, ExpiresAt time.Time
 }
 
+// DeadMark asks to record a job as dead that was dead-lettered without a claim of this store
+// recording it: an unknown kind, a payload mismatch, a middleware that refused it before it ran.
+type DeadMark struct {
+	// Kind, Key and JobID identify the job; Kind and Key are required.
+	Kind, Key, JobID string
+	// PayloadHash is jobs.PayloadHash of the dead-lettered message's kind and args ("" when it
+	// could not be computed). JobID or PayloadHash is required.
+	PayloadHash string
+	// Reason is the dead-letter reason (required); Error the error sent with it (stores
+	// truncate it).
+	Reason, Error string
+	// MessageID is the dead-lettered SQS message, kept as the record's DeadMessageID.
+	MessageID string
+	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
+	Now, ExpiresAt time.Time
+}
+
 // Store keeps job records. Implementations must be safe for concurrent use, and each method
 // must be atomic: two Claims for one key never both succeed while the first's lease is live.
 type Store interface {
@@ -147,6 +164,14 @@ type Store interface {
 	Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error
 	// Get returns the record of a job key, or ErrNotFound.
 	Get(ctx context.Context, kind, key string) (Record, error)
+	// MarkDead makes the record of the job key dead, with one conditional write, when it is live
+	// (not expired), is this job's (the same job id, or the same payload hash: another copy of
+	// the operation) and waits for a run: queued, scheduled, retrying, or running with an expired
+	// lease. The record keeps its run count; its reason, error and DeadMessageID are set, its
+	// claim (token, lease) removed. It reports whether it wrote: no record, a record of another
+	// job and a record in another state (succeeded, cancelled, dead, running with a live lease)
+	// are left alone (false, nil).
+	MarkDead(ctx context.Context, d DeadMark) (bool, error)
 }
 
 // Errors stores return.

@@ -38,6 +38,7 @@ type item struct {
 	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
 	state    atomic.Int32
 	octx     atomic.Value // the Observer's context.Context, once started (empty without one)
+	depth    atomic.Int32 // how far into the middleware the job went: i + 1 once middleware i called next
 	res      result
 	late     *result // set by the batch at the deadline (rare, so not inline)
 }
@@ -322,7 +323,7 @@ func (b *batch) work(ctx context.Context, it *item) (res result) {
 			err = b.core(jctx, it)
 			return
 		}
-		err = chain(jctx, b.h.cfg.Middleware, 0, info, func(ctx context.Context) error { return b.core(ctx, it) })
+		err = chain(jctx, b.h.cfg.Middleware, 0, info, &it.depth, func(ctx context.Context) error { return b.core(ctx, it) })
 	}()
 	now := b.h.cfg.Now()
 	switch {

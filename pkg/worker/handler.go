@@ -21,7 +21,8 @@ import (
 // Use it with lambda.Start(h.HandleSQS), or as a lambda.Handler (lambda.StartHandler(h)), which
 // decodes the invoke payload itself and is several times faster.
 type Handler struct {
-	cfg Config
+	cfg       Config
+	recorders []deadRecorder // the middleware that implement DeadLetterRecorder
 
 	mu       sync.Mutex
 	queueURL map[string]string // event source ARN → queue URL
@@ -33,7 +34,19 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, queueURL: map[string]string{}, dlqURL: map[string]string{}}, nil
+	h := &Handler{cfg: cfg, queueURL: map[string]string{}, dlqURL: map[string]string{}}
+	for i, m := range cfg.Middleware {
+		if r, ok := m.(DeadLetterRecorder); ok {
+			h.recorders = append(h.recorders, deadRecorder{r: r, index: i})
+		}
+	}
+	return h, nil
+}
+
+// deadRecorder is a middleware that records dead letters, and its place in Config.Middleware.
+type deadRecorder struct {
+	r     DeadLetterRecorder
+	index int
 }
 
 // HandleSQS handles one batch and returns the messages to retry. It returns an error only when

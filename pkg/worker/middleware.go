@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
@@ -30,12 +31,38 @@ func (f MiddlewareFunc) Work(ctx context.Context, job *jobs.Info, next func(cont
 	return f(ctx, job, next)
 }
 
-// chain runs the middleware from index i inward, ending with core.
-func chain(ctx context.Context, mws []Middleware, i int, job *jobs.Info, core func(context.Context) error) error {
+// DeadLetterRecorder is an optional interface of a [Middleware] that keeps job records (the
+// idempotency middleware implements it). A middleware that records a job's outcome when its next
+// returns never sees the jobs dead-lettered around it: an unknown kind is dead-lettered before any
+// middleware runs, and a middleware may dead-letter a job without calling next (the idempotency
+// middleware does on a payload mismatch). So once a batch's dead letters are safely in the DLQ,
+// the worker calls RecordDeadLetter of each middleware that implements it for every job of the
+// batch it dead-lettered. A body that is not an envelope has no job and is left out, and so is a
+// dead letter whose send failed (its message comes back).
+//
+// The calls come after the sends, outside every job's run, with the batch's context (several at
+// once, at most one per job at a time), before Config.OnBatch; failures are the recorder's to
+// log. job is the job's info (read it, do not keep it); reason is the dead-letter reason and err
+// the error sent with it; calledNext reports whether this middleware called next for the job, so
+// that its outcome came back through it (a middleware that records outcomes has recorded this
+// one): false for an unknown kind, and for a job dead-lettered by this middleware or one outside
+// it without calling next.
+type DeadLetterRecorder interface {
+	RecordDeadLetter(ctx context.Context, job *jobs.Info, reason string, err error, calledNext bool)
+}
+
+// chain runs the middleware from index i inward, ending with core. depth records how far in the
+// job went: i + 1 once middleware i called next.
+func chain(ctx context.Context, mws []Middleware, i int, job *jobs.Info, depth *atomic.Int32, core func(context.Context) error) error {
 	if i == len(mws) {
 		return core(ctx)
 	}
-	return mws[i].Work(ctx, job, func(ctx context.Context) error { return chain(ctx, mws, i+1, job, core) })
+	return mws[i].Work(ctx, job, func(ctx context.Context) error {
+		if int32(i+1) > depth.Load() {
+			depth.Store(int32(i + 1))
+		}
+		return chain(ctx, mws, i+1, job, depth, core)
+	})
 }
 
 // Observer sees each message of a batch, from the start of its work to its settlement:

@@ -74,6 +74,7 @@ func (b *batch) settle(ctx context.Context) []string {
 		b.changeVisibility(sctx, visible)
 	}
 	wg.Wait()
+	b.recordDeadLetters(sctx)
 
 	var failed []string
 	var outcomes []Outcome
@@ -109,6 +110,30 @@ func (b *batch) observe(ctx context.Context, obs Observer, it *item, r *result, 
 		octx = obs.Start(ctx, &it.info) // it never ran: no goroutine holds its info
 	}
 	obs.Settled(octx, b.outcome(it, r, failed))
+}
+
+// recordDeadLetters hands the jobs sent to the DLQ to every middleware that records them (see
+// DeadLetterRecorder), settleCallsInFly jobs at a time.
+func (b *batch) recordDeadLetters(ctx context.Context) {
+	if len(b.h.recorders) == 0 {
+		return
+	}
+	var dead []*item
+	for i := range b.items {
+		it := &b.items[i]
+		// A result in state done was published by its goroutine (final returns only those, or
+		// the batch's own late results, which are never dead letters).
+		if r := it.final(); r.act == actDeadLetter && r.sendErr == nil && it.info.ID != "" {
+			dead = append(dead, it)
+		}
+	}
+	parallel(len(dead), func(j int) {
+		it := dead[j]
+		r := it.final()
+		for _, rec := range b.h.recorders {
+			rec.r.RecordDeadLetter(ctx, &it.info, r.reason, r.err, int(it.depth.Load()) > rec.index)
+		}
+	})
 }
 
 func (b *batch) outcome(it *item, r *result, failed bool) Outcome {

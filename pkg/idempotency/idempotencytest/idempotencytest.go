@@ -197,6 +197,7 @@ var cases = []testCase{
 	{"PayloadMismatch", payloadMismatch},
 	{"RunsGrowAcrossFailures", runsGrow},
 	{"AttemptsBeforeCountsAsRuns", attemptsBefore},
+	{"MarkDead", markDead},
 	{"WrongTokenLosesLease", wrongToken},
 	{"LeaseTakeover", leaseTakeover},
 	{"RenewExtendsLease", renewExtends},
@@ -499,6 +500,125 @@ func attemptsBefore(t *testing.T, e *env) {
 			}
 		})
 	}
+}
+
+// markDead: MarkDead makes a live record of the same job (job id, or payload hash) that waits for
+// a run dead, and leaves every other record alone.
+func markDead(t *testing.T, e *env) {
+	t0 := at(0)
+	seed := func(state idempotency.State) func(e *env, key string) {
+		return func(e *env, key string) {
+			e.seed(idempotency.Record{Kind: kind, Key: key, JobID: "job-P", State: state,
+				PayloadHash: hash1, UpdatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)})
+		}
+	}
+	finished := func(state idempotency.State) func(e *env, key string) {
+		return func(e *env, key string) {
+			e.mustClaim(req(key, "P", t0)) // job id "job-P", hash1
+			f := fin(key, "P", state, t0.Add(time.Second))
+			f.Error, f.Reason = "first failure", "first-reason"
+			e.finish(f)
+		}
+	}
+	running := func(leaseLeft time.Duration) func(e *env, key string) {
+		return func(e *env, key string) {
+			r := req(key, "P", t0)
+			r.LeaseUntil = t0.Add(time.Minute + leaseLeft)
+			e.mustClaim(r)
+		}
+	}
+	expired := func(e *env, key string) {
+		r := req(key, "P", t0)
+		r.ExpiresAt = t0.Add(30 * time.Second)
+		e.mustClaim(r)
+		f := fin(key, "P", idempotency.StateRetrying, t0.Add(time.Second))
+		f.ExpiresAt = t0.Add(30 * time.Second)
+		e.finish(f)
+	}
+	tests := []struct {
+		name       string
+		setup      func(e *env, key string)
+		jobID      string
+		hash       string
+		wantMarked bool
+	}{
+		{"queued/same-job", seed(idempotency.StateQueued), "job-P", hash2, true},
+		{"scheduled/same-job", seed(idempotency.StateScheduled), "job-P", "", true},
+		{"retrying/same-hash-other-job", finished(idempotency.StateRetrying), "job-Q", hash1, true},
+		{"running/lease-ended", running(-time.Minute), "job-P", hash1, true},
+		{"running/lease-live", running(time.Hour), "job-P", hash1, false},
+		{"queued/other-job", seed(idempotency.StateQueued), "job-Q", hash2, false},
+		{"succeeded", finished(idempotency.StateSucceeded), "job-P", hash1, false},
+		{"cancelled", finished(idempotency.StateCancelled), "job-P", hash1, false},
+		{"dead", finished(idempotency.StateDead), "job-P", hash1, false},
+		{"expired", expired, "job-P", hash1, false},
+		{"no-record", func(*env, string) {}, "job-P", hash1, false},
+	}
+	now := t0.Add(time.Minute)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			tt.setup(e, key)
+			before, getErr := e.s.Get(e.ctx, kind, key)
+			mark := idempotency.DeadMark{Kind: kind, Key: key, JobID: tt.jobID, PayloadHash: tt.hash, Reason: "unknown_kind",
+				Error: "no worker for this kind", MessageID: "msg-dead", Now: now, ExpiresAt: now.Truncate(time.Second).Add(48 * time.Hour)}
+			marked, err := e.s.MarkDead(e.ctx, mark)
+			if err != nil || marked != tt.wantMarked {
+				t.Fatalf("MarkDead = %v, %v; want %v", marked, err, tt.wantMarked)
+			}
+			after, err := e.s.Get(e.ctx, kind, key)
+			if !tt.wantMarked {
+				if errors.Is(getErr, idempotency.ErrNotFound) {
+					if !errors.Is(err, idempotency.ErrNotFound) {
+						t.Errorf("MarkDead without a record wrote one: %+v, %v", after, err)
+					}
+					return
+				}
+				checkRecord(t, "Get after a refused MarkDead (want unchanged)", after, before)
+				return
+			}
+			want := before
+			want.State, want.Reason, want.LastError = idempotency.StateDead, mark.Reason, mark.Error
+			want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, now, mark.ExpiresAt
+			checkRecord(t, "Get after MarkDead", after, want)
+			// Like a dead record its run made: the dead-lettered message itself is refused, a
+			// redriven copy claims it and its runs go on.
+			again := req(key, "R1", now.Add(time.Second))
+			again.MessageID, again.PayloadHash = "msg-dead", before.PayloadHash
+			if res := e.claim(again); res.Claimed {
+				t.Errorf("the dead-lettered message claimed the record MarkDead made dead")
+			}
+			redriven := req(key, "R2", now.Add(2*time.Second))
+			redriven.MessageID, redriven.PayloadHash = "msg-redriven", before.PayloadHash
+			if rec := e.mustClaim(redriven); rec.Runs != before.Runs+1 {
+				t.Errorf("redriven claim: runs %d, want %d", rec.Runs, before.Runs+1)
+			}
+		})
+	}
+	t.Run("invalid", func(t *testing.T) {
+		t.Parallel()
+		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		key := e.key()
+		e.seed(idempotency.Record{Kind: kind, Key: key, JobID: "job-P", State: idempotency.StateQueued, UpdatedAt: t0})
+		for name, mod := range map[string]func(*idempotency.DeadMark){
+			"no-kind":        func(d *idempotency.DeadMark) { d.Kind = "" },
+			"no-key":         func(d *idempotency.DeadMark) { d.Key = "" },
+			"no-reason":      func(d *idempotency.DeadMark) { d.Reason = "" },
+			"no-job-or-hash": func(d *idempotency.DeadMark) { d.JobID, d.PayloadHash = "", "" },
+			"no-now":         func(d *idempotency.DeadMark) { d.Now = time.Time{} },
+		} {
+			d := idempotency.DeadMark{Kind: kind, Key: key, JobID: "job-P", Reason: "unknown_kind", Now: now}
+			mod(&d)
+			if marked, err := e.s.MarkDead(e.ctx, d); err == nil || marked {
+				t.Errorf("MarkDead %s = %v, %v; want an error", name, marked, err)
+			}
+		}
+		if rec := e.get(key); rec.State != idempotency.StateQueued {
+			t.Errorf("invalid MarkDeads changed the record: %+v", rec)
+		}
+	})
 }
 
 func wrongToken(t *testing.T, e *env) {
