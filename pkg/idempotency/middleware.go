@@ -181,10 +181,12 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	}
 	token := m.cfg.NewToken()
 	lease, renew := m.lease(ctx, now)
-	res, err := m.cfg.Store.Claim(ctx, ClaimRequest{
+	cctx, endClaim := jobs.StartStep(ctx, "idempotency.claim")
+	res, err := m.cfg.Store.Claim(cctx, ClaimRequest{
 		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
 		AttemptsBefore: job.AttemptsBefore, Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
 	})
+	endClaim(err)
 	if err != nil {
 		m.stats.storeErrors.Add(1)
 		if m.cfg.FailOpen {
@@ -297,7 +299,10 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 	// The job's context may be at its deadline: give the write its own short budget.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := m.cfg.Store.Finish(wctx, f); err != nil {
+	wctx, endFinish := jobs.StartStep(wctx, "idempotency.finish")
+	err := m.cfg.Store.Finish(wctx, f)
+	endFinish(err)
+	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			// Cancelled while it ran, or taken over after its lease expired: the record is
 			// someone else's now, which is what should happen.

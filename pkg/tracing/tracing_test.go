@@ -381,6 +381,22 @@ func TestDuplicateSkippedByTheStore(t *testing.T) {
 	if spans[1].Status.Code == codes.Error {
 		t.Error("a duplicate is an error on its span")
 	}
+	// The store's claim and finish are child spans of the attempt.
+	children := func(parent tracetest.SpanStub) []string {
+		var names []string
+		for _, sp := range s.spans.GetSpans() {
+			if sp.Parent.SpanID() == parent.SpanContext.SpanID() {
+				names = append(names, sp.Name)
+			}
+		}
+		return names
+	}
+	if got := fmt.Sprint(children(spans[0])); got != "[idempotency.claim idempotency.finish]" {
+		t.Errorf("first attempt's children %s, want the claim and the finish", got)
+	}
+	if got := fmt.Sprint(children(spans[1])); got != "[idempotency.claim]" {
+		t.Errorf("duplicate's children %s, want the refused claim only", got)
+	}
 }
 
 func TestMessagesThatNeverRunAreVisible(t *testing.T) {
