@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,6 +25,9 @@ table of outcomes and the DLQ with the reasons.`,
   sqsworker demo --verbose      # also print the worker's log lines (JSON) on stderr`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return &usageError{fmt.Errorf("--timeout %v: want a positive duration, such as 2m", timeout)}
+			}
 			opts := demo.Options{Stack: g.stack, Timeout: timeout}
 			if verbose {
 				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))

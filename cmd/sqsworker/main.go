@@ -61,22 +61,31 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if strings.HasPrefix(err.Error(), "unknown command ") {
 		err = &usageError{err} // cobra's, for a mistyped command name
 	}
+	if errors.Is(err, errHelpShown) {
+		return exitUsage
+	}
 	err = explain(err)
 	fmt.Fprintf(stderr, "sqsworker: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "Run 'sqsworker %s --help' for usage.\n", commandPath(root, args))
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
 		return exitUsage
 	}
 	return exitError
 }
 
+// errHelpShown is returned by a command that printed its help instead of running (sqsworker
+// without a command): exit code 2, nothing more to say.
+var errHelpShown = errors.New("help shown")
+
+// commandPath returns the command line of the command args name, such as "sqsworker dlq list":
+// the root's name alone when args name no subcommand.
 func commandPath(root *cobra.Command, args []string) string {
 	cmd, _, err := root.Find(args)
-	if err != nil || cmd == root {
-		return ""
+	if err != nil {
+		return root.Name()
 	}
-	return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	return cmd.CommandPath()
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -99,7 +108,18 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
   sqsworker jobs --status dead --stack myapp --output json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without a command: the help, on stderr, and exit code 2 (a command line that does
+		// nothing is a bad one). Args stays unset so that cobra still reports unknown commands.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			if err := cmd.Help(); err != nil {
+				return err
+			}
+			return errHelpShown
+		},
 	}
+	// The root runs only to print its help: its usage line is "sqsworker [command]" alone.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable .HasParent}}", 1))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
@@ -124,6 +144,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 func (g *globals) stackName(cmd *cobra.Command) (string, error) {
 	name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 	if g.stack == "" {
+		if name == "up" {
+			return "", &usageError{errors.New("up needs --stack NAME (the resource names derive from it)")}
+		}
 		return "", &usageError{fmt.Errorf("%s needs --stack NAME (the name given to `sqsworker up`)", name)}
 	}
 	if len(g.stack) > 60 || strings.IndexFunc(g.stack, func(r rune) bool {

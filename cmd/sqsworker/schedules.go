@@ -33,7 +33,8 @@ left out.
   delete    delete one schedule (the jobs it already enqueued stay queued)
 
 The embedded emulator and LocalStack store schedules but never fire them: the local
-schedule dispatcher (schedule.Dispatcher, used by 'sqsworker demo') fires them there.`,
+schedule dispatcher (schedule.Dispatcher) fires them there; 'sqsworker run' and
+'sqsworker demo' run it beside the worker.`,
 		Example: `  sqsworker schedules list --stack myapp
   sqsworker schedules show nightly-report --stack myapp --output json
   sqsworker schedules delete nightly-report --stack myapp`,

@@ -166,9 +166,13 @@ func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget
 	}, nil
 }
 
-// schedulerRoleOutput is the CloudFormation output in which the CDK stack (infra/jobqueue)
-// publishes the role EventBridge Scheduler assumes.
-const schedulerRoleOutput = "SchedulerRoleArn"
+// schedulerRoleOutput ends the key of the CloudFormation output in which the CDK stack
+// (infra/jobqueue) publishes the role EventBridge Scheduler assumes; stackRoleOutput is the whole
+// key in the stack of infra/main.go, whose construct is named "Jobs".
+const (
+	schedulerRoleOutput = "SchedulerRoleArn"
+	stackRoleOutput     = "Jobs" + schedulerRoleOutput
+)
 
 // stackDescriber is the part of the CloudFormation client schedulerRole uses.
 // *cloudformation.Client implements it.
@@ -183,7 +187,7 @@ const needRole = "this delay goes through an EventBridge Scheduler schedule, whi
 
 // schedulerRole chooses the role EventBridge Scheduler assumes to send the job: --scheduler-role,
 // else $SQSWORKER_SCHEDULER_ROLE_ARN, else, on an emulator, the local stack's role (any ARN works
-// there), else the output SchedulerRoleArn of the CloudFormation stack named after the stack, read
+// there), else the output JobsSchedulerRoleArn of the CloudFormation stack named after the stack, read
 // with one DescribeStacks call (see stackSchedulerRole). The flag and the variable are checked
 // without any call; on an emulator cfn is never called (connect builds none there).
 func schedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget, getenv func(string) string) (string, error) {
@@ -204,7 +208,7 @@ func schedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget, 
 	return stackSchedulerRole(ctx, cfn, t)
 }
 
-// stackSchedulerRole reads the scheduler's role from the output SchedulerRoleArn of the
+// stackSchedulerRole reads the scheduler's role from the output JobsSchedulerRoleArn of the
 // CloudFormation stack named t.Stack (infra/main.go names the stack after its "stack" context
 // value, which is --stack), and checks it with checkRoleARN.
 //
@@ -222,7 +226,7 @@ func stackSchedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTar
 	}
 	if err != nil || len(out.Stacks) == 0 {
 		return "", &usageError{fmt.Errorf("%s, and no CloudFormation stack named %s was found on %s to read it from (the CDK stack publishes it as its output %s): "+
-			"check --stack and --region, or pass --scheduler-role ARN or set %s", needRole, t.Stack, t.Where, schedulerRoleOutput, schedulerRoleEnv)}
+			"check --stack and --region, or pass --scheduler-role ARN or set %s", needRole, t.Stack, t.Where, stackRoleOutput, schedulerRoleEnv)}
 	}
 	st := out.Stacks[0]
 	var keys, values []string
@@ -237,7 +241,7 @@ func stackSchedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTar
 			status = " (" + string(st.StackStatus) + ")"
 		}
 		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s%s has no output %s: it was deployed with scheduling disabled, or it is not an sqsworker stack. "+
-			"Deploy it with scheduling enabled, or pass --scheduler-role ARN or set %s", needRole, t.Stack, status, schedulerRoleOutput, schedulerRoleEnv)}
+			"Deploy it with scheduling enabled, or pass --scheduler-role ARN or set %s", needRole, t.Stack, status, stackRoleOutput, schedulerRoleEnv)}
 	}
 	if len(keys) > 1 {
 		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s has %d outputs that may be it (%s): pass --scheduler-role ARN or set %s",
@@ -287,7 +291,7 @@ func isUpperHex(s string) bool {
 func describeStacksHint(stack string) string {
 	return fmt.Sprintf("The CDK stack publishes the role as its output %s:\n"+
 		"  aws cloudformation describe-stacks --stack-name %s --query \"Stacks[0].Outputs[?contains(OutputKey, '%s')].OutputValue\" --output text",
-		schedulerRoleOutput, stack, schedulerRoleOutput)
+		stackRoleOutput, stack, schedulerRoleOutput)
 }
 
 // schedulerDLQARN returns the ARN of the stack's scheduler dead-letter queue, or "" when the stack

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -26,8 +25,15 @@ against a running emulator or LocalStack.`,
   sqsworker up --stack myapp --fifo --max-receive-count 30 --endpoint http://localhost:4566`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.stack == "" {
-				return &usageError{errors.New("up needs --stack NAME")}
+			stack, err := g.stackName(cmd)
+			if err != nil {
+				return err
+			}
+			switch {
+			case maxReceive < 1 || maxReceive > 1000:
+				return &usageError{fmt.Errorf("--max-receive-count %d: want 1-1000 (SQS's limits)", maxReceive)}
+			case visibility < 1 || visibility > 43200:
+				return &usageError{fmt.Errorf("--visibility-timeout %d: want 1-43200 seconds (at most 12 hours)", visibility)}
 			}
 			b, err := awslocal.Start(cmd.Context(), awslocal.Options{Endpoint: g.endpoint, Region: g.region})
 			if err != nil {
@@ -35,16 +41,16 @@ against a running emulator or LocalStack.`,
 			}
 			defer b.Close()
 			st, err := awslocal.Provision(cmd.Context(), sqs.NewFromConfig(b.Config), awslocal.StackOptions{
-				Name: g.stack, FIFO: fifo, MaxReceiveCount: maxReceive, VisibilityTimeout: visibility,
+				Name: stack, FIFO: fifo, MaxReceiveCount: maxReceive, VisibilityTimeout: visibility,
 			})
 			if err != nil {
 				return err
 			}
-			table, err := awslocal.ProvisionTable(cmd.Context(), b.DynamoDB(), g.stack)
+			table, err := awslocal.ProvisionTable(cmd.Context(), b.DynamoDB(), stack)
 			if err != nil {
 				return err
 			}
-			group, err := awslocal.ProvisionScheduleGroup(cmd.Context(), scheduler.NewFromConfig(b.Config), g.stack)
+			group, err := awslocal.ProvisionScheduleGroup(cmd.Context(), scheduler.NewFromConfig(b.Config), stack)
 			if err != nil {
 				return err
 			}
