@@ -50,16 +50,13 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Emulators send no DynamoDB CRC32 header: do not validate it there (the SDK would warn
-		// on every call). AWS endpoints keep the check.
-		local := !awslocal.IsAWSEndpoint(endpoint)
+		// b.DynamoDB skips the DynamoDB CRC32 check on emulators, which send no such header (the
+		// SDK would warn on every call); AWS endpoints keep it.
 		return &awsClients{
 			where: endpoint,
-			local: local,
+			local: !awslocal.IsAWSEndpoint(endpoint),
 			sqs:   sqs.NewFromConfig(b.Config),
-			ddb: dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
-				o.DisableValidateResponseChecksum = local
-			}),
+			ddb:   b.DynamoDB(),
 		}, nil
 	}
 	cfg, err := awslocal.NewConfig(ctx, "", g.region, 0, false)

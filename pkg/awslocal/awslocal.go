@@ -21,7 +21,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/sivchari/kumo"
+
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 )
 
 // DefaultRegion is the region used for the embedded emulator and when none is configured.
@@ -120,7 +123,10 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 
 // NewConfig builds an aws.Config that talks to endpoint. With static set (the embedded emulator
 // and LocalStack), fixed test credentials are used; otherwise the default credential chain applies,
-// falling back to test credentials only when it finds none (LocalStack accepts any).
+// falling back to test credentials only when it finds none (emulators accept any). On an endpoint
+// that is not AWS's own, the chain never asks the EC2 instance metadata service: off EC2 that
+// costs a timeout or, where something answers 169.254.169.254, a warning on every command
+// ("falling back to IMDSv1"), and an emulator's credentials are never there.
 func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static bool) (aws.Config, error) {
 	if maxIdle <= 0 {
 		maxIdle = 64
@@ -135,6 +141,9 @@ func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static
 	}
 	if static {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	if endpoint != "" && !awsendpoint.IsAWS(endpoint) {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
