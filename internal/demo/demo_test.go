@@ -3,10 +3,11 @@ package demo
 import (
 	"bytes"
 	"context"
-	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"strings"
 	"testing"
 
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
+	_ "github.com/sqsworker/sqsworker/pkg/awslocal/localstack" // SQSWORKER_BACKEND=localstack
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"

@@ -1,6 +1,8 @@
 // Package awslocal gives tests, the CLI and local runs an AWS backend: the embedded emulator
 // (github.com/sivchari/kumo, in-process) by default, or any endpoint named by AWS_ENDPOINT_URL
-// (LocalStack, another emulator, or a real account).
+// (LocalStack, another emulator, or a real account). LocalStack in Docker is the package
+// pkg/awslocal/localstack, which registers itself (see Register), so that this package does not
+// depend on testcontainers-go and the Docker client.
 //
 // It is never imported by a library package or a Lambda function: production code receives its
 // aws.Config from the caller.
@@ -99,18 +101,23 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 		srv := kumo.NewServer()
 		kumoMu.Unlock()
 		b.URL, b.close = srv.URL, srv.Close
-	case LocalStack:
-		url, stop, err := startLocalStack(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b.URL, b.close = url, stop
 	case Endpoint:
 		if endpoint == "" {
 			return nil, fmt.Errorf("awslocal: backend %q needs AWS_ENDPOINT_URL or Options.Endpoint", kind)
 		}
 	default:
-		return nil, fmt.Errorf("awslocal: unknown backend %q (want %s, %s or %s)", kind, Embedded, LocalStack, Endpoint)
+		start := starter(kind)
+		switch {
+		case start == nil && kind == LocalStack:
+			return nil, fmt.Errorf("awslocal: backend %q is not linked into this program: import _ %q (Docker needed)", kind, LocalStackPackage)
+		case start == nil:
+			return nil, fmt.Errorf("awslocal: unknown backend %q (want %s, %s or %s)", kind, Embedded, LocalStack, Endpoint)
+		}
+		url, stop, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.URL, b.close = url, stop
 	}
 	cfg, err := NewConfig(ctx, b.URL, region, opts.MaxIdleConnsPerHost, b.Kind != Endpoint)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -202,5 +203,17 @@ func TestEndpointWithoutCredentialsNeverAsksInstanceMetadata(t *testing.T) {
 	defer mu.Unlock()
 	if len(logged) > 0 {
 		t.Errorf("the SDK logged %q, want nothing", logged)
+	}
+}
+
+func TestUnknownBackendIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := awslocal.Start(context.Background(), awslocal.Options{Backend: "mainframe"})
+	if err == nil || err.Error() != `awslocal: unknown backend "mainframe" (want embedded, localstack or endpoint)` {
+		t.Errorf("Start = %v", err)
+	}
+	_, err = awslocal.Start(context.Background(), awslocal.Options{Backend: awslocal.Endpoint})
+	if err == nil && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		t.Error("the endpoint backend without an endpoint must be an error")
 	}
 }
