@@ -130,14 +130,14 @@ func resolveStack(ctx context.Context, c *awsClients, stack string, fifo bool, n
 		if err != nil {
 			return nil, c.missing(err, "queue "+refs.QueueName, stack, refs.FIFO)
 		}
-		refs.QueueURL = u
+		refs.QueueURL = c.reachable(u)
 	}
 	if n&needDLQ != 0 {
 		u, err := queueURL(ctx, c, refs.DLQName)
 		if err != nil {
 			return nil, c.missing(err, "dead-letter queue "+refs.DLQName, stack, refs.FIFO)
 		}
-		refs.DLQURL = u
+		refs.DLQURL = c.reachable(u)
 	}
 	if n&(needTable|optTable) != 0 {
 		name := awslocal.TableName(stack)
@@ -172,6 +172,15 @@ func queueURL(ctx context.Context, c *awsClients, name string) (string, error) {
 		return "", fmt.Errorf("look up queue %s: %w", name, err)
 	}
 	return aws.ToString(out.QueueUrl), nil
+}
+
+// reachable returns a queue URL an emulator returned as reachable at its endpoint (see
+// awslocal.QueueURLAt); on AWS, the URL as it is.
+func (c *awsClients) reachable(queueURL string) string {
+	if !c.local {
+		return queueURL
+	}
+	return awslocal.QueueURLAt(c.where, queueURL)
 }
 
 // missing explains a missing resource, or passes another error on.

@@ -32,15 +32,18 @@ table of outcomes and the DLQ with the reasons.`,
 			if verbose {
 				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			}
-			if g.endpoint != "" || g.region != "" {
-				b, err := awslocal.Start(cmd.Context(), awslocal.Options{Endpoint: g.endpoint, Region: g.region})
-				if err != nil {
-					return err
-				}
-				defer b.Close()
-				opts.Backend = b
+			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
+			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region}
+			if endpoint := endpointOf(g); endpoint != "" {
+				bo.Backend, bo.Endpoint = awslocal.Endpoint, endpoint
 			}
-			_, err := demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
+			b, err := awslocal.Start(cmd.Context(), bo)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			opts.Backend = b
+			_, err = demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
 			return err
 		},
 	}

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
@@ -20,6 +26,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"up negative visibility", []string{"up", "--stack", "s", "--visibility-timeout", "-3"}, "--visibility-timeout -3: want 1-43200 seconds"},
 		{"up visibility too long", []string{"up", "--stack", "s", "--visibility-timeout", "43201"}, "--visibility-timeout 43201: want 1-43200 seconds"},
 		{"up max receive 0", []string{"up", "--stack", "s", "--max-receive-count", "0"}, "--max-receive-count 0: want 1-1000"},
+		{"up port and endpoint", []string{"up", "--stack", "s", "--port", "4567", "--endpoint", "http://localhost:4566"}, "--port is for the embedded emulator"},
+		{"up port out of range", []string{"up", "--stack", "s", "--port", "-1"}, "--port -1: want 1-65535, or 0 for any free port"},
 		{"up max receive too high", []string{"up", "--stack", "s", "--max-receive-count", "1001"}, "--max-receive-count 1001: want 1-1000"},
 		{"bad flag value", []string{"demo", "--timeout", "soon"}, `invalid argument "soon"`},
 		{"unknown command", []string{"nope"}, `unknown command "nope"`},
@@ -151,16 +159,78 @@ func TestHelpNamesWhatExists(t *testing.T) {
 	}
 }
 
-func TestUpProvisionsOnTheEmbeddedEmulator(t *testing.T) {
+// TestUpServesTheEmbeddedEmulator: without an endpoint, up provisions the stack on the embedded
+// emulator and keeps serving it until cancelled (it used to exit at once, taking the stack with
+// it, without a word), at URLs another program can reach.
+func TestUpServesTheEmbeddedEmulator(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"up", "--stack", "cli-up-test", "--fifo"}, &out, &errOut)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "embedded", "table     cli-up-test-jobs\n"} {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"up", "--stack", "cli-up-test", "--fifo", "--port", "0"}, &out, &errOut)
+	}()
+	waitFor(t, 30*time.Second, "up's serving line", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("up exited with %d before it was cancelled:\n%s%s", code, out.String(), errOut.String())
+		default:
+		}
+		return strings.Contains(out.String(), "until Ctrl-C")
+	})
+	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "(embedded)", "table     cli-up-test-jobs\n",
+		"serving the embedded emulator at http://127.0.0.1:", "export AWS_ENDPOINT_URL=http://127.0.0.1:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Still serving: the stack is there for other programs.
+	checkPrintedQueues(t, out.String())
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel, want 0: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("up did not return within 30s of cancel")
+	}
+}
+
+// TestUpAndRunPortInUse: a taken port is an error (1) that says what to do.
+func TestUpAndRunPortInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, args := range [][]string{
+		{"up", "--stack", "s", "--port", port},
+		{"run", "--stack", "s", "--bootstrap", os.Args[0], "--port", port},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, &out, &errOut)
+		for _, want := range []string{"localhost:" + port + " is taken by another program", "--endpoint http://localhost:" + port, "--port N"} {
+			if !strings.Contains(errOut.String(), want) {
+				t.Errorf("%v: stderr lacks %q: %s", args, want, errOut.String())
+			}
+		}
+		if code != exitError {
+			t.Errorf("%v: exit %d, want %d", args, code, exitError)
+		}
+	}
+}
+
+// TestPortDefaultsTo4566: up and run serve where AWS_ENDPOINT_URL=http://localhost:4566 (and
+// LocalStack's default) points.
+func TestPortDefaultsTo4566(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []*cobra.Command{newUpCmd(&globals{}), newRunCmd(&globals{})} {
+		if f := cmd.Flags().Lookup("port"); f == nil || f.DefValue != "4566" {
+			t.Errorf("%s --port: %+v, want the default 4566", cmd.Name(), f)
 		}
 	}
 }

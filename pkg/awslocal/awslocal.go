@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +68,11 @@ type Options struct {
 	Endpoint string
 	// Region defaults to AWS_REGION, then to DefaultRegion.
 	Region string
+	// Port, for the embedded emulator, is the loopback port it listens on (127.0.0.1 and, where
+	// the system has IPv6, ::1), so that other programs reach it at http://localhost:Port, which
+	// is then the backend's URL. Defaults to 0: a free port the system picks (URL
+	// http://127.0.0.1:N). A port taken by another program gives an error wrapping ErrPortInUse.
+	Port int
 	// MaxIdleConnsPerHost sizes the HTTP client's idle pool. Defaults to 64, enough for the
 	// concurrency a local run uses (the SDK's default keeps too few and reconnects constantly).
 	MaxIdleConnsPerHost int
@@ -94,6 +101,9 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 			kind = Endpoint
 		}
 	}
+	if opts.Port != 0 && kind != Embedded {
+		return nil, fmt.Errorf("awslocal: Options.Port is for the embedded emulator, not the %s backend", kind)
+	}
 	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
 	switch kind {
 	case Embedded:
@@ -101,6 +111,21 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 		srv := kumo.NewServer()
 		kumoMu.Unlock()
 		b.URL, b.close = srv.URL, srv.Close
+		if opts.Port != 0 {
+			// kumo listens where httptest puts it; a forwarder gives it the port asked for.
+			u, err := url.Parse(srv.URL)
+			if err != nil {
+				srv.Close()
+				return nil, fmt.Errorf("awslocal: the embedded emulator's URL %q: %w", srv.URL, err)
+			}
+			f, err := listenLoopback(opts.Port, u.Host)
+			if err != nil {
+				srv.Close()
+				return nil, err
+			}
+			b.URL = "http://localhost:" + strconv.Itoa(f.port)
+			b.close = func() { f.close(); srv.Close() }
+		}
 	case Endpoint:
 		if endpoint == "" {
 			return nil, fmt.Errorf("awslocal: backend %q needs AWS_ENDPOINT_URL or Options.Endpoint", kind)
