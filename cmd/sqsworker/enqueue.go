@@ -136,7 +136,8 @@ the local schedule dispatcher does.`,
 			if err != nil {
 				return err
 			}
-			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role}
+			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role,
+				Alternative: ", or enqueue without --delay"}
 			schedRole := "" // the role the schedule assumes, once chosen
 			if needsScheduler(delay, fifo) {
 				// Chosen before the stack's queues are looked up, so that a missing role fails fast
