@@ -48,8 +48,8 @@ func startLocal(ctx context.Context, cmd *cobra.Command, g *globals, port int) (
 	}
 	b, err := awslocal.Start(ctx, awslocal.Options{Backend: awslocal.Embedded, Region: g.region, Port: port})
 	if errors.Is(err, awslocal.ErrPortInUse) {
-		return nil, fmt.Errorf("%v\n  is an emulator (another `sqsworker run` or `sqsworker up`, kumo, LocalStack) serving there? "+
-			"Use it with --endpoint http://localhost:%d, or pass --port N for another port (0: any free one)", err, port)
+		return nil, fmt.Errorf("localhost:%d is taken by another program\n  is an emulator (another `sqsworker run` or `sqsworker up`, kumo, LocalStack) serving there? "+
+			"Use it with --endpoint http://localhost:%d, or pass --port N for another port (0: any free one)", port, port)
 	}
 	return b, err
 }

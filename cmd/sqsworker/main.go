@@ -1,6 +1,8 @@
 // Command sqsworker runs and operates sqsworker job systems: `sqsworker demo` runs the whole
 // system end to end on the embedded emulator; `sqsworker up` provisions a stack's queues and job
-// table; `enqueue`, `status`, `jobs` and `dlq` operate a stack's jobs, on an emulator or on AWS.
+// table (and serves the embedded emulator); `sqsworker run` runs a worker function locally;
+// `enqueue`, `status`, `jobs`, `dlq` and `schedules` operate a stack's jobs, on an emulator or on
+// AWS.
 package main
 
 import (
@@ -96,14 +98,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: `sqsworker turns Amazon SQS and AWS Lambda into a background-job system: typed jobs,
 retries with backoff, dead-lettering with the reason, and partial batch failures.
 
-This command runs the demo and provisions stacks (demo, up: on the embedded emulator by
-default), and operates a stack's jobs (enqueue, status, jobs, dlq: on AWS by default). Every
-command takes another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an
-emulator. Read commands print tables, or one JSON document with --output json.
+This command runs the demo, provisions local stacks and runs the worker function locally
+(demo, up, run: on the embedded emulator by default, which up and run serve on
+localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
+schedules: on AWS by default). Every command takes another endpoint with --endpoint or
+AWS_ENDPOINT_URL: LocalStack, or an emulator, where no credentials are needed. Read
+commands print tables, or one JSON document with --output json.
 
 Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		Example: `  sqsworker demo                 # the whole system end to end, in-process
-  sqsworker up --stack myapp     # provision myapp-jobs and myapp-jobs-dlq
+  sqsworker run --stack myapp --function ./functions/worker   # a local stack and its worker
+  sqsworker up --stack myapp     # serve a local stack: myapp-jobs, myapp-jobs-dlq, the table
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker jobs --status dead --stack myapp --output json`,
 		SilenceUsage:  true,
@@ -124,7 +129,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator for demo and up, AWS itself for the others)")
+	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator for demo, up and run, AWS itself for the others)")
 	pf.StringVar(&g.region, "region", "", "AWS region (default: AWS_REGION, else the AWS profile's; us-east-1 on an endpoint)")
 	pf.StringVar(&g.stack, "stack", "", "stack name the resource names derive from")
 	pf.StringVarP(&g.output, "output", "o", outputTable, "output format of read commands: table or json (one JSON document, for scripts)")
