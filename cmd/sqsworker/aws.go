@@ -50,16 +50,13 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Emulators send no DynamoDB CRC32 header: do not validate it there (the SDK would warn
-		// on every call). AWS endpoints keep the check.
-		local := !awslocal.IsAWSEndpoint(endpoint)
+		// b.DynamoDB skips the DynamoDB CRC32 check on emulators, which send no such header (the
+		// SDK would warn on every call); AWS endpoints keep it.
 		return &awsClients{
 			where: endpoint,
-			local: local,
+			local: !awslocal.IsAWSEndpoint(endpoint),
 			sqs:   sqs.NewFromConfig(b.Config),
-			ddb: dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
-				o.DisableValidateResponseChecksum = local
-			}),
+			ddb:   b.DynamoDB(),
 		}, nil
 	}
 	cfg, err := awslocal.NewConfig(ctx, "", g.region, 0, false)
@@ -133,14 +130,14 @@ func resolveStack(ctx context.Context, c *awsClients, stack string, fifo bool, n
 		if err != nil {
 			return nil, c.missing(err, "queue "+refs.QueueName, stack, refs.FIFO)
 		}
-		refs.QueueURL = u
+		refs.QueueURL = c.reachable(u)
 	}
 	if n&needDLQ != 0 {
 		u, err := queueURL(ctx, c, refs.DLQName)
 		if err != nil {
 			return nil, c.missing(err, "dead-letter queue "+refs.DLQName, stack, refs.FIFO)
 		}
-		refs.DLQURL = u
+		refs.DLQURL = c.reachable(u)
 	}
 	if n&(needTable|optTable) != 0 {
 		name := awslocal.TableName(stack)
@@ -175,6 +172,15 @@ func queueURL(ctx context.Context, c *awsClients, name string) (string, error) {
 		return "", fmt.Errorf("look up queue %s: %w", name, err)
 	}
 	return aws.ToString(out.QueueUrl), nil
+}
+
+// reachable returns a queue URL an emulator returned as reachable at its endpoint (see
+// awslocal.QueueURLAt); on AWS, the URL as it is.
+func (c *awsClients) reachable(queueURL string) string {
+	if !c.local {
+		return queueURL
+	}
+	return awslocal.QueueURLAt(c.where, queueURL)
 }
 
 // missing explains a missing resource, or passes another error on.

@@ -345,6 +345,13 @@ func TestJobsGolden(t *testing.T) {
 	tr.must("jobs", "--status", "retrying", "--output", "json")
 	tr.must("jobs", "--status", "scheduled")
 	tr.run("", "jobs", "--status", "retrying", "--page", m[1]) // a token of another listing
+	tr.run("", "jobs", "--status", "dead", "--page", "garbage")
+	tr.run("", "jobs", "--status", "dead", "--page", m[1][:len(m[1])/2]) // cut short
+	// Bad tokens are explained in the CLI's words, not the library's (ListQuery.PageToken) nor
+	// with the bytes a JSON decoder choked on.
+	if s := tr.buf.String(); strings.Contains(s, "ListQuery") || strings.Contains(s, `\u`) {
+		t.Errorf("the CLI quotes the library's error:\n%s", s)
+	}
 	tr.check("jobs")
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,19 +25,25 @@ table of outcomes and the DLQ with the reasons.`,
   sqsworker demo --verbose      # also print the worker's log lines (JSON) on stderr`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return &usageError{fmt.Errorf("--timeout %v: want a positive duration, such as 2m", timeout)}
+			}
 			opts := demo.Options{Stack: g.stack, Timeout: timeout}
 			if verbose {
 				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			}
-			if g.endpoint != "" || g.region != "" {
-				b, err := awslocal.Start(cmd.Context(), awslocal.Options{Endpoint: g.endpoint, Region: g.region})
-				if err != nil {
-					return err
-				}
-				defer b.Close()
-				opts.Backend = b
+			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
+			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region}
+			if endpoint := endpointOf(g); endpoint != "" {
+				bo.Backend, bo.Endpoint = awslocal.Endpoint, endpoint
 			}
-			_, err := demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
+			b, err := awslocal.Start(cmd.Context(), bo)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			opts.Backend = b
+			_, err = demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
 			return err
 		},
 	}

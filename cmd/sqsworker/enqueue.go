@@ -89,6 +89,9 @@ the local schedule dispatcher does.`,
 				if raw, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), producer.MaxMessageSize+1)); err != nil {
 					return fmt.Errorf("read ARGS_JSON from standard input: %w", err)
 				}
+				if len(raw) > producer.MaxMessageSize {
+					return &usageError{fmt.Errorf("ARGS_JSON on standard input is larger than %d bytes, the most a job may be (SQS's 1 MiB less what the worker adds)", producer.MaxMessageSize)}
+				}
 			}
 			// The cheap checks first, so that a typo costs no AWS call; the producer checks again.
 			if err := jobs.ValidateKind(kind); err != nil {
@@ -99,9 +102,15 @@ the local schedule dispatcher does.`,
 			}
 			var opts []producer.Option
 			if cmd.Flags().Changed("key") {
+				if key == "" {
+					return &usageError{errors.New("--key is empty: leave it out to use the job id as the key")}
+				}
 				opts = append(opts, producer.WithKey(key))
 			}
 			if cmd.Flags().Changed("group") {
+				if group == "" {
+					return &usageError{errors.New("--group is empty: want a message group id")}
+				}
 				opts = append(opts, producer.WithGroupID(group))
 			}
 			if cmd.Flags().Changed("delay") {
@@ -127,7 +136,8 @@ the local schedule dispatcher does.`,
 			if err != nil {
 				return err
 			}
-			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role}
+			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role,
+				Alternative: ", or enqueue without --delay"}
 			schedRole := "" // the role the schedule assumes, once chosen
 			if needsScheduler(delay, fifo) {
 				// Chosen before the stack's queues are looked up, so that a missing role fails fast
@@ -212,7 +222,7 @@ the local schedule dispatcher does.`,
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
 	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
-	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output SchedulerRoleArn)")
+	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")

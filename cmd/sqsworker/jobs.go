@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,8 +68,14 @@ token of the next page: pass it with --page (and the same --status and --kind). 
 				return err
 			}
 			res, err := table.List(ctx, q)
-			if errors.Is(err, status.ErrInvalid) {
-				return &usageError{err} // a page token of another listing, or a damaged one
+			var pe *status.PageTokenError
+			switch {
+			case errors.As(err, &pe) && pe.OtherListing:
+				return &usageError{fmt.Errorf("--page: the token is from another listing: %s; pass the --status and --kind of the command that printed it", pe.Reason)}
+			case errors.As(err, &pe):
+				return &usageError{fmt.Errorf("--page %s: not a page token printed by 'sqsworker jobs' (damaged or cut short?): copy the whole token from the last line of the previous page", shortToken(page))}
+			case errors.Is(err, status.ErrInvalid):
+				return &usageError{err}
 			}
 			if err != nil {
 				return err
@@ -122,6 +129,14 @@ token of the next page: pass it with --page (and the same --status and --kind). 
 	f.IntVar(&limit, "limit", status.DefaultListLimit, fmt.Sprintf("jobs per page, 1-%d", status.MaxListLimit))
 	f.StringVar(&page, "page", "", "continue a listing: the token the previous page printed")
 	return cmd
+}
+
+// shortToken quotes a page token for a message, shortened when long.
+func shortToken(tok string) string {
+	if r := []rune(tok); len(r) > 24 {
+		tok = string(r[:24]) + "…"
+	}
+	return strconv.Quote(tok)
 }
 
 // checkListQuery checks the flags before any AWS call.

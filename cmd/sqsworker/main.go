@@ -1,6 +1,8 @@
 // Command sqsworker runs and operates sqsworker job systems: `sqsworker demo` runs the whole
 // system end to end on the embedded emulator; `sqsworker up` provisions a stack's queues and job
-// table; `enqueue`, `status`, `jobs` and `dlq` operate a stack's jobs, on an emulator or on AWS.
+// table (and serves the embedded emulator); `sqsworker run` runs a worker function locally;
+// `enqueue`, `status`, `jobs`, `dlq` and `schedules` operate a stack's jobs, on an emulator or on
+// AWS.
 package main
 
 import (
@@ -61,22 +63,31 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if strings.HasPrefix(err.Error(), "unknown command ") {
 		err = &usageError{err} // cobra's, for a mistyped command name
 	}
+	if errors.Is(err, errHelpShown) {
+		return exitUsage
+	}
 	err = explain(err)
 	fmt.Fprintf(stderr, "sqsworker: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "Run 'sqsworker %s --help' for usage.\n", commandPath(root, args))
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
 		return exitUsage
 	}
 	return exitError
 }
 
+// errHelpShown is returned by a command that printed its help instead of running (sqsworker
+// without a command): exit code 2, nothing more to say.
+var errHelpShown = errors.New("help shown")
+
+// commandPath returns the command line of the command args name, such as "sqsworker dlq list":
+// the root's name alone when args name no subcommand.
 func commandPath(root *cobra.Command, args []string) string {
 	cmd, _, err := root.Find(args)
-	if err != nil || cmd == root {
-		return ""
+	if err != nil {
+		return root.Name()
 	}
-	return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	return cmd.CommandPath()
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -87,24 +98,38 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: `sqsworker turns Amazon SQS and AWS Lambda into a background-job system: typed jobs,
 retries with backoff, dead-lettering with the reason, and partial batch failures.
 
-This command runs the demo and provisions stacks (demo, up: on the embedded emulator by
-default), and operates a stack's jobs (enqueue, status, jobs, dlq: on AWS by default). Every
-command takes another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an
-emulator. Read commands print tables, or one JSON document with --output json.
+This command runs the demo, provisions local stacks and runs the worker function locally
+(demo, up, run: on the embedded emulator by default, which up and run serve on
+localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
+schedules: on AWS by default). Every command takes another endpoint with --endpoint or
+AWS_ENDPOINT_URL: LocalStack, or an emulator, where no credentials are needed. Read
+commands print tables, or one JSON document with --output json.
 
 Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		Example: `  sqsworker demo                 # the whole system end to end, in-process
-  sqsworker up --stack myapp     # provision myapp-jobs and myapp-jobs-dlq
+  sqsworker run --stack myapp --function ./functions/worker   # a local stack and its worker
+  sqsworker up --stack myapp     # serve a local stack: myapp-jobs, myapp-jobs-dlq, the table
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker jobs --status dead --stack myapp --output json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without a command: the help, on stderr, and exit code 2 (a command line that does
+		// nothing is a bad one). Args stays unset so that cobra still reports unknown commands.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			if err := cmd.Help(); err != nil {
+				return err
+			}
+			return errHelpShown
+		},
 	}
+	// The root runs only to print its help: its usage line is "sqsworker [command]" alone.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable .HasParent}}", 1))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator for demo and up, AWS itself for the others)")
+	pf.StringVar(&g.endpoint, "endpoint", "", "AWS endpoint URL (default: AWS_ENDPOINT_URL, else the embedded emulator for demo, up and run, AWS itself for the others)")
 	pf.StringVar(&g.region, "region", "", "AWS region (default: AWS_REGION, else the AWS profile's; us-east-1 on an endpoint)")
 	pf.StringVar(&g.stack, "stack", "", "stack name the resource names derive from")
 	pf.StringVarP(&g.output, "output", "o", outputTable, "output format of read commands: table or json (one JSON document, for scripts)")
@@ -124,6 +149,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 func (g *globals) stackName(cmd *cobra.Command) (string, error) {
 	name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 	if g.stack == "" {
+		if name == "up" {
+			return "", &usageError{errors.New("up needs --stack NAME (the resource names derive from it)")}
+		}
 		return "", &usageError{fmt.Errorf("%s needs --stack NAME (the name given to `sqsworker up`)", name)}
 	}
 	if len(g.stack) > 60 || strings.IndexFunc(g.stack, func(r rune) bool {

@@ -3,8 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
 func TestUsageErrorsExitTwo(t *testing.T) {
@@ -13,6 +22,13 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"unknown flag", []string{"demo", "--nope"}, "unknown flag: --nope"},
 		{"extra argument", []string{"demo", "extra"}, `demo takes no arguments, got ["extra"]`},
 		{"up without stack", []string{"up"}, "up needs --stack NAME"},
+		{"up bad stack name", []string{"up", "--stack", "bad name!"}, `--stack "bad name!": a stack name is 1-60 characters`},
+		{"up negative visibility", []string{"up", "--stack", "s", "--visibility-timeout", "-3"}, "--visibility-timeout -3: want 1-43200 seconds"},
+		{"up visibility too long", []string{"up", "--stack", "s", "--visibility-timeout", "43201"}, "--visibility-timeout 43201: want 1-43200 seconds"},
+		{"up max receive 0", []string{"up", "--stack", "s", "--max-receive-count", "0"}, "--max-receive-count 0: want 1-1000"},
+		{"up port and endpoint", []string{"up", "--stack", "s", "--port", "4567", "--endpoint", "http://localhost:4566"}, "--port is for the embedded emulator"},
+		{"up port out of range", []string{"up", "--stack", "s", "--port", "-1"}, "--port -1: want 1-65535, or 0 for any free port"},
+		{"up max receive too high", []string{"up", "--stack", "s", "--max-receive-count", "1001"}, "--max-receive-count 1001: want 1-1000"},
 		{"bad flag value", []string{"demo", "--timeout", "soon"}, `invalid argument "soon"`},
 		{"unknown command", []string{"nope"}, `unknown command "nope"`},
 		{"bad output", []string{"jobs", "--status", "dead", "--stack", "s", "--output", "yaml"}, `--output "yaml": want table or json`},
@@ -28,6 +44,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"enqueue args empty", []string{"enqueue", "a.b", " ", "--stack", "s"}, "ARGS_JSON is empty"},
 		{"enqueue negative delay", []string{"enqueue", "a.b", "{}", "--delay", "-1s", "--stack", "s"}, "--delay -1s is negative"},
 		{"enqueue bad delay", []string{"enqueue", "a.b", "{}", "--delay", "soon", "--stack", "s"}, `invalid argument "soon" for "--delay"`},
+		{"enqueue empty key", []string{"enqueue", "a.b", "{}", "--key", "", "--stack", "s"}, "--key is empty: leave it out to use the job id"},
+		{"enqueue empty group", []string{"enqueue", "a.b", "{}", "--group", "", "--stack", "s"}, "--group is empty"},
+		{"demo zero timeout", []string{"demo", "--timeout", "0s"}, "--timeout 0s: want a positive duration"},
+		{"demo negative timeout", []string{"demo", "--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
 		{"enqueue max attempts 0", []string{"enqueue", "a.b", "{}", "--max-attempts", "0", "--stack", "s"}, "--max-attempts 0: must be at least 1"},
 
 		{"status without stack", []string{"status", "j"}, "status needs --stack NAME"},
@@ -76,7 +96,29 @@ func checkUsageErrors(t *testing.T, cases []usageCase) {
 			if !strings.Contains(errOut.String(), tt.want) || !strings.Contains(errOut.String(), "--help") {
 				t.Errorf("stderr = %q, want it to contain %q and point to --help", errOut.String(), tt.want)
 			}
+			// The message is the CLI's, not a library's; the hint names a command line that works.
+			if strings.Contains(errOut.String(), "awslocal:") || strings.Contains(errOut.String(), "sqsworker  ") {
+				t.Errorf("stderr = %q: a library's words, or a double space in the --help hint", errOut.String())
+			}
 		})
+	}
+}
+
+// TestBareCommandPrintsHelp: sqsworker without a command prints the help on stderr and exits 2.
+func TestBareCommandPrintsHelp(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), nil, &out, &errOut)
+	if code != exitUsage {
+		t.Errorf("exit code = %d, want %d", code, exitUsage)
+	}
+	if out.Len() > 0 {
+		t.Errorf("stdout = %q, want nothing", out.String())
+	}
+	for _, want := range []string{"Usage:\n  sqsworker [command]", "Available Commands:", "Exit codes: 0 success, 1 failure, 2 bad command line."} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
 	}
 }
 
@@ -96,16 +138,111 @@ func TestHelpHasExamples(t *testing.T) {
 	}
 }
 
-func TestUpProvisionsOnTheEmbeddedEmulator(t *testing.T) {
+// TestHelpNamesWhatExists: help texts name the stack output the CDK stack really publishes, and
+// every command that runs the local schedule dispatcher.
+func TestHelpNamesWhatExists(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"up", "--stack", "cli-up-test", "--fifo"}, &out, &errOut)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"enqueue", "--help"}, "the CloudFormation stack's output JobsSchedulerRoleArn)"},
+		{[]string{"schedules", "--help"}, "'sqsworker run' and\n'sqsworker demo' run it"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tt.args, &out, &errOut); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut.String())
+		}
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%v: help lacks %q:\n%s", tt.args, tt.want, out.String())
+		}
 	}
-	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "embedded", "table     cli-up-test-jobs\n"} {
+}
+
+// TestUpServesTheEmbeddedEmulator: without an endpoint, up provisions the stack on the embedded
+// emulator and keeps serving it until cancelled (it used to exit at once, taking the stack with
+// it, without a word), at URLs another program can reach.
+func TestUpServesTheEmbeddedEmulator(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"up", "--stack", "cli-up-test", "--fifo", "--port", "0"}, &out, &errOut)
+	}()
+	waitFor(t, 30*time.Second, "up's serving line", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("up exited with %d before it was cancelled:\n%s%s", code, out.String(), errOut.String())
+		default:
+		}
+		return strings.Contains(out.String(), "until Ctrl-C")
+	})
+	for _, want := range []string{"cli-up-test-jobs.fifo", "cli-up-test-jobs-dlq.fifo", "(embedded)", "table     cli-up-test-jobs\n",
+		"serving the embedded emulator at http://127.0.0.1:", "export AWS_ENDPOINT_URL=http://127.0.0.1:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// Still serving: the stack is there for other programs.
+	checkPrintedQueues(t, out.String())
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after cancel, want 0: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("up did not return within 30s of cancel")
+	}
+}
+
+// TestUpAndRunPortInUse: a taken port is an error (1) that says what to do.
+func TestUpAndRunPortInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, args := range [][]string{
+		{"up", "--stack", "s", "--port", port},
+		{"run", "--stack", "s", "--bootstrap", os.Args[0], "--port", port},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, &out, &errOut)
+		for _, want := range []string{"localhost:" + port + " is taken by another program", "--endpoint http://localhost:" + port, "--port N"} {
+			if !strings.Contains(errOut.String(), want) {
+				t.Errorf("%v: stderr lacks %q: %s", args, want, errOut.String())
+			}
+		}
+		if code != exitError {
+			t.Errorf("%v: exit %d, want %d", args, code, exitError)
+		}
+	}
+}
+
+// TestPortDefaultsTo4566: up and run serve where AWS_ENDPOINT_URL=http://localhost:4566 (and
+// LocalStack's default) points.
+func TestPortDefaultsTo4566(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []*cobra.Command{newUpCmd(&globals{}), newRunCmd(&globals{})} {
+		if f := cmd.Flags().Lookup("port"); f == nil || f.DefValue != "4566" {
+			t.Errorf("%s --port: %+v, want the default 4566", cmd.Name(), f)
+		}
+	}
+}
+
+// TestEnqueueStdinTooLarge: ARGS_JSON read from standard input beyond SQS's message size is a bad
+// command line that says so (it used to be cut at the limit and reported as invalid JSON).
+func TestEnqueueStdinTooLarge(t *testing.T) {
+	t.Parallel()
+	big := `{"x":"` + strings.Repeat("a", producer.MaxMessageSize) + `"}`
+	var out, errOut bytes.Buffer
+	code := runWithInput(context.Background(), []string{"enqueue", "a.b", "-", "--stack", "s"}, strings.NewReader(big), &out, &errOut)
+	if want := fmt.Sprintf("ARGS_JSON on standard input is larger than %d bytes", producer.MaxMessageSize); code != exitUsage || !strings.Contains(errOut.String(), want) {
+		t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut.String(), exitUsage, want)
 	}
 }

@@ -32,6 +32,7 @@ type runOptions struct {
 	concurrency         int
 	timeout             time.Duration
 	fifo                bool
+	port                int
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -49,12 +50,14 @@ deadline), while the schedule dispatcher fires the stack's schedules.
 --bootstrap PATH runs an already built executable. The function gets SQSWORKER_QUEUE_URL,
 SQSWORKER_DLQ_URL, SQSWORKER_TABLE, AWS_ENDPOINT_URL, AWS_REGION and credentials.
 
-Without an endpoint it starts the embedded emulator, prints its URL and provisions the
-stack there (as up does; FIFO queues with --fifo); with one, the stack must exist (a FIFO
-stack is found by its queue's name). One line per batch goes to stderr,
-with the function's output. Ctrl-C finishes the batches in flight, then stops.`,
+Without an endpoint it starts the embedded emulator on localhost:--port (4566 by default,
+so that AWS_ENDPOINT_URL=http://localhost:4566 reaches it from other terminals), provisions
+the stack there (as up does; FIFO queues with --fifo) and serves it while it runs; its state
+ends with the command. With an endpoint, the stack must exist there (a FIFO stack is found
+by its queue's name). One line per batch goes to stderr, with the function's output. Ctrl-C
+finishes the batches in flight, then stops.`,
 		Example: `  sqsworker run --stack myapp --function ./functions/worker
-  sqsworker run --stack myapp --function ./functions/worker --fifo
+  sqsworker run --stack myapp --function ./functions/worker --fifo --port 4567
   sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,6 +72,7 @@ with the function's output. Ctrl-C finishes the batches in flight, then stops.`,
 	f.IntVar(&o.concurrency, "concurrency", 1, "function instances, each handling one batch at a time")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "the function timeout: each invoke's deadline")
 	f.BoolVar(&o.fifo, "fifo", false, "the stack's queues are FIFO (provisioned so on the embedded emulator; found by name otherwise)")
+	addPortFlag(cmd, &o.port)
 	return cmd
 }
 
@@ -99,6 +103,19 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	stderr = &lockedWriter{w: stderr}
 
 	bootstrap := o.bootstrap
+	if bootstrap != "" {
+		if fi, err := os.Stat(bootstrap); err != nil {
+			return fmt.Errorf("--bootstrap: %w", err)
+		} else if fi.IsDir() {
+			return fmt.Errorf("--bootstrap %s is a directory; pass the executable, or the package with --function", bootstrap)
+		}
+	}
+	// The backend before the build: a taken port or a bad endpoint fails at once.
+	b, err := startLocal(ctx, cmd, g, o.port)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
 	if o.function != "" {
 		dir, err := os.MkdirTemp("", "sqsworker-run-")
 		if err != nil {
@@ -108,10 +125,6 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		if bootstrap, err = buildFunction(ctx, o.function, dir); err != nil {
 			return err
 		}
-	} else if fi, err := os.Stat(bootstrap); err != nil {
-		return fmt.Errorf("--bootstrap: %w", err)
-	} else if fi.IsDir() {
-		return fmt.Errorf("--bootstrap %s is a directory; pass the executable, or the package with --function", bootstrap)
 	}
 	if abs, err := filepath.Abs(bootstrap); err == nil {
 		bootstrap = abs
@@ -121,11 +134,6 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		return err
 	}
 
-	b, err := awslocal.Start(ctx, awslocal.Options{Endpoint: g.endpoint, Region: g.region})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
 	sqsClient := sqs.NewFromConfig(b.Config)
 	schedClient := scheduler.NewFromConfig(b.Config)
 	var queueURL, dlqURL, table string
@@ -140,9 +148,9 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		if _, err = awslocal.ProvisionScheduleGroup(ctx, schedClient, stack); err != nil {
 			return err
 		}
-		queueURL, dlqURL = st.QueueURL, st.DLQURL
+		queueURL, dlqURL = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL)
 	} else {
-		c := &awsClients{where: b.URL, local: true, sqs: sqsClient, ddb: b.DynamoDB()}
+		c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()}
 		refs, err := resolveStack(ctx, c, stack, o.fifo, needQueue|needDLQ|needTable)
 		if err != nil {
 			return err
@@ -153,6 +161,10 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	fmt.Fprintf(stdout, "queue     %s\n", queueURL)
 	fmt.Fprintf(stdout, "dlq       %s\n", dlqURL)
 	fmt.Fprintf(stdout, "table     %s\n", table)
+	if b.Kind == awslocal.Embedded {
+		fmt.Fprintf(stdout, "\nserving the embedded emulator at %s until Ctrl-C (its state ends with it). In another terminal:\n"+
+			"  export AWS_ENDPOINT_URL=%s\n  sqsworker enqueue email.send '{\"to\":\"ada@example.com\"}' --stack %s\n\n", b.URL, b.URL, stack)
+	}
 
 	creds, err := b.Config.Credentials.Retrieve(ctx)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,9 +66,14 @@ type runningCommand struct {
 }
 
 // startRun starts `sqsworker run args...` under ctx, waits up to wait for its running line
-// (failing the test if it exits first), and registers a cleanup that stops it.
+// (failing the test if it exits first), and registers a cleanup that stops it. Without
+// --endpoint or --port, the embedded emulator gets any free port (tests run in parallel, beside
+// other programs: 4566 may be taken).
 func startRun(t *testing.T, ctx context.Context, wait time.Duration, args ...string) *runningCommand {
 	t.Helper()
+	if !slices.Contains(args, "--endpoint") && !slices.Contains(args, "--port") {
+		args = append(args, "--port", "0")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &runningCommand{t: t, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -137,6 +143,31 @@ func (r *runningCommand) endpoint() string {
 	return m[1]
 }
 
+// checkPrintedQueues checks that the queue and DLQ URLs a command printed are at the endpoint it
+// printed (not at the host emulators write into their URLs), and that another client, knowing
+// only a printed URL, reaches the queue there.
+func checkPrintedQueues(t *testing.T, stdout string) {
+	t.Helper()
+	ep := regexp.MustCompile(`(?m)^endpoint +(\S+) `).FindStringSubmatch(stdout)
+	qs := regexp.MustCompile(`(?m)^(?:queue|dlq) +(\S+)$`).FindAllStringSubmatch(stdout, -1)
+	if ep == nil || len(qs) != 2 {
+		t.Fatalf("want an endpoint line and two queue lines:\n%s", stdout)
+	}
+	for _, q := range qs {
+		if !strings.HasPrefix(q[1], ep[1]+"/") {
+			t.Errorf("printed queue URL %s is not at the endpoint %s", q[1], ep[1])
+			continue
+		}
+		cfg, err := awslocal.NewConfig(context.Background(), ep[1], "us-east-1", 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sqs.NewFromConfig(cfg).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q[1])}); err != nil {
+			t.Errorf("the printed queue %s: %v", q[1], err)
+		}
+	}
+}
+
 func buildEchoFn(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
@@ -192,6 +223,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkPrintedQueues(t, running.stdout.String())
 	for _, body := range []string{"ok-1", "ok-2", "please fail", "checkenv"} {
 		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
@@ -240,7 +272,10 @@ func TestRunUsageAndBuildErrors(t *testing.T) {
 		{"no stack", []string{"run", "--bootstrap", "x"}, exitUsage, "run needs --stack NAME"},
 		{"bad concurrency", []string{"run", "--stack", "s", "--bootstrap", "x", "--concurrency", "0"}, exitUsage, "--concurrency 0"},
 		{"missing bootstrap", []string{"run", "--stack", "s", "--bootstrap", filepath.Join(t.TempDir(), "nope")}, exitError, "--bootstrap:"},
-		{"build failure", []string{"run", "--stack", "s", "--function", bad}, exitError, "undefined: undefinedFunction"},
+		{"build failure", []string{"run", "--stack", "s", "--function", bad, "--port", "0"}, exitError, "undefined: undefinedFunction"},
+		{"port out of range", []string{"run", "--stack", "s", "--bootstrap", os.Args[0], "--port", "65536"}, exitUsage, "--port 65536: want 1-65535, or 0 for any free port"},
+		{"port and endpoint", []string{"run", "--stack", "s", "--bootstrap", os.Args[0], "--port", "4567", "--endpoint", "http://localhost:4566"}, exitUsage,
+			"--port is for the embedded emulator, and the endpoint http://localhost:4566 is given"},
 		{"fifo batch size", []string{"run", "--stack", "s", "--bootstrap", "x", "--fifo", "--batch-size", "11"}, exitUsage, "a FIFO event source takes at most 10"},
 		{"fifo window", []string{"run", "--stack", "s", "--bootstrap", "x", "--fifo", "--batching-window", "1s"}, exitUsage, "a FIFO event source has no batching window"},
 	} {

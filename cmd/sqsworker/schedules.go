@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -21,30 +23,33 @@ import (
 func newSchedulesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List, show and delete a stack's recurring schedules",
+		Short: "Create, list, show and delete a stack's recurring schedules",
 		Long: `schedules works on the stack's recurring schedules: the EventBridge Scheduler schedules
 in the schedule group <stack>-jobs whose target is the stack's job queue and which enqueue
 a job on every occurrence of a cron(…) or rate(…) expression (schedule.Client.Upsert
 creates them). One-time schedules of delayed jobs, and other schedules of the group, are
 left out.
 
+  put       create a schedule, or replace the one of that name (idempotent)
   list      every recurring schedule: expression, state, kind and next occurrence
   show      one schedule: its expression, time zone, bounds and the job it enqueues
   delete    delete one schedule (the jobs it already enqueued stay queued)
 
 The embedded emulator and LocalStack store schedules but never fire them: the local
-schedule dispatcher (schedule.Dispatcher, used by 'sqsworker demo') fires them there.`,
-		Example: `  sqsworker schedules list --stack myapp
+schedule dispatcher (schedule.Dispatcher) fires them there; 'sqsworker run' and
+'sqsworker demo' run it beside the worker.`,
+		Example: `  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --args '{"period":"day"}' --stack myapp
+  sqsworker schedules list --stack myapp
   sqsworker schedules show nightly-report --stack myapp --output json
   sqsworker schedules delete nightly-report --stack myapp`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown schedules command %q: want list, show or delete", args[0])}
+				return &usageError{fmt.Errorf("unknown schedules command %q: want put, list, show or delete", args[0])}
 			}
-			return &usageError{errors.New("schedules needs a command: list, show or delete")}
+			return &usageError{errors.New("schedules needs a command: put, list, show or delete")}
 		},
 	}
-	cmd.AddCommand(newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
+	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
 	return cmd
 }
 
@@ -53,53 +58,81 @@ type scheduleRefs struct {
 	client   *schedule.Client
 	group    string
 	queueARN string
+	// local reports whether the endpoint is an emulator (see awsClients.local).
+	local bool
 }
 
 // openSchedules resolves the stack's queue (its ARN is the target of the stack's schedules) and
-// schedule group, and returns a schedule client for them.
+// schedule group, and returns a schedule client for them. Reads and deletes never use the
+// scheduler's role, so a placeholder does; writes (see openSchedulesForWrite) choose the real one.
 func openSchedules(ctx context.Context, g *globals, cmd *cobra.Command) (*scheduleRefs, error) {
+	refs, _, err := resolveSchedules(ctx, g, cmd, false, "")
+	return refs, err
+}
+
+// openSchedulesForWrite is openSchedules for a command that creates schedules: the role is
+// --scheduler-role (role), else as schedulerRole chooses it, and the firings Scheduler cannot
+// deliver go to the stack's scheduler DLQ when it has one. It also reports whether the queue is
+// FIFO.
+func openSchedulesForWrite(ctx context.Context, g *globals, cmd *cobra.Command, role string) (*scheduleRefs, bool, error) {
+	return resolveSchedules(ctx, g, cmd, true, role)
+}
+
+func resolveSchedules(ctx context.Context, g *globals, cmd *cobra.Command, write bool, role string) (*scheduleRefs, bool, error) {
 	stack, err := g.stackName(cmd)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c, err := connect(ctx, g)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	refs, err := resolveStack(ctx, c, stack, false, needQueue)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	attrs, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(refs.QueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the ARN of queue %s: %w", refs.QueueName, err)
-	}
-	queueARN := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	api := schedulerClient(c)
 	group := awslocal.ScheduleGroupName(stack)
 	if _, err := api.GetScheduleGroup(ctx, &scheduler.GetScheduleGroupInput{Name: aws.String(group)}); err != nil {
 		if apiErrorCode(err) != "ResourceNotFoundException" {
-			return nil, fmt.Errorf("look up schedule group %s: %w", group, err)
+			return nil, false, fmt.Errorf("look up schedule group %s: %w", group, err)
 		}
 		if !c.local {
 			// `up` provisions emulators, not AWS: there the CDK stack creates the group.
-			return nil, fmt.Errorf("schedule group %s not found on %s: deploy the stack with scheduling enabled (the CDK stack in infra/ creates it)", group, c.where)
+			return nil, false, fmt.Errorf("schedule group %s not found on %s: deploy the stack with scheduling enabled (the CDK stack in infra/ creates it)", group, c.where)
 		}
 		up := "sqsworker up --stack " + stack
 		if refs.FIFO {
 			up += " --fifo"
 		}
-		return nil, fmt.Errorf("schedule group %s not found on %s: create it with `%s --endpoint %s`", group, c.where, up, c.where)
+		return nil, false, fmt.Errorf("schedule group %s not found on %s: create it with `%s --endpoint %s`", group, c.where, up, c.where)
 	}
-	// Reads and deletes never use the role: the local stack's role ARN does for every backend.
-	client, err := schedule.NewClient(schedule.Config{Scheduler: api, Group: group, QueueARN: queueARN,
-		RoleARN: awslocal.SchedulerRoleARN(stack)})
+	var cfg schedule.Config
+	if write {
+		target := schedulingTarget{Stack: stack, QueueName: refs.QueueName, QueueURL: refs.QueueURL, FIFO: refs.FIFO,
+			Local: c.local, Where: c.where, Role: role, Why: needScheduleRole}
+		if role, err = schedulerRole(ctx, c.cfn, target, os.Getenv); err != nil {
+			return nil, false, err
+		}
+		if cfg, err = resolveJobScheduling(ctx, c.sqs, target, role); err != nil {
+			return nil, false, err
+		}
+	} else {
+		attrs, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(refs.QueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("read the ARN of queue %s: %w", refs.QueueName, err)
+		}
+		cfg = schedule.Config{Group: group, QueueARN: attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)],
+			RoleARN: awslocal.SchedulerRoleARN(stack)}
+	}
+	cfg.Scheduler = api
+	client, err := schedule.NewClient(cfg)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return &scheduleRefs{client: client, group: group, queueARN: queueARN}, nil
+	return &scheduleRefs{client: client, group: group, queueARN: cfg.QueueARN, local: c.local}, refs.FIFO, nil
 }
 
 // schedulerClient returns an EventBridge Scheduler client for the endpoint, region and
@@ -145,7 +178,8 @@ func scheduleError(err error, refs *scheduleRefs, name string) error {
 	case errors.Is(err, schedule.ErrNotFound):
 		return fmt.Errorf("no recurring schedule %q in schedule group %s (sqsworker schedules list shows them)", name, refs.group)
 	case errors.Is(err, schedule.ErrInvalid):
-		return &usageError{err}
+		// The schedule's own fault: say it without the library's prefix.
+		return &usageError{errors.New(strings.TrimPrefix(err.Error(), schedule.ErrInvalid.Error()+": "))}
 	}
 	return err
 }
@@ -300,31 +334,36 @@ NAME@<scheduled time>, so that a retried delivery of one occurrence runs once.`,
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), j)
 			}
-			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintf(tw, "name\t%s\n", j.Name)
-			fmt.Fprintf(tw, "group\t%s\n", refs.group)
-			fmt.Fprintf(tw, "expression\t%s\n", j.Expression)
-			fmt.Fprintf(tw, "timezone\t%s\n", j.Timezone)
-			fmt.Fprintf(tw, "state\t%s\n", j.State)
-			fmt.Fprintf(tw, "start\t%s\n", showTime(r.Start))
-			fmt.Fprintf(tw, "end\t%s\n", showTime(r.End))
-			fmt.Fprintf(tw, "flexible window\t%s\n", orDash(j.FlexibleWindow))
-			fmt.Fprintf(tw, "next run\t%s\n", showTime(time.Time(j.NextRun)))
-			fmt.Fprintf(tw, "description\t%s\n", orDash(oneLine(j.Description, 100)))
-			fmt.Fprintf(tw, "job kind\t%s\n", j.Kind)
-			fmt.Fprintf(tw, "job args\t%s\n", oneLine(string(j.Args), 200))
-			fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", j.Name)
-			if j.MaxAttempts > 0 {
-				fmt.Fprintf(tw, "max attempts\t%d\n", j.MaxAttempts)
-			} else {
-				fmt.Fprintf(tw, "max attempts\t- (the kind's)\n")
-			}
-			if j.GroupID != "" {
-				fmt.Fprintf(tw, "message group\t%s\n", j.GroupID)
-			}
-			return tw.Flush()
+			return writeSchedule(cmd.OutOrStdout(), refs.group, r, j)
 		},
 	}
+}
+
+// writeSchedule prints one recurring schedule as show does.
+func writeSchedule(w io.Writer, group string, r schedule.Recurring, j scheduleJSON) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "name\t%s\n", j.Name)
+	fmt.Fprintf(tw, "group\t%s\n", group)
+	fmt.Fprintf(tw, "expression\t%s\n", j.Expression)
+	fmt.Fprintf(tw, "timezone\t%s\n", j.Timezone)
+	fmt.Fprintf(tw, "state\t%s\n", j.State)
+	fmt.Fprintf(tw, "start\t%s\n", showTime(r.Start))
+	fmt.Fprintf(tw, "end\t%s\n", showTime(r.End))
+	fmt.Fprintf(tw, "flexible window\t%s\n", orDash(j.FlexibleWindow))
+	fmt.Fprintf(tw, "next run\t%s\n", showTime(time.Time(j.NextRun)))
+	fmt.Fprintf(tw, "description\t%s\n", orDash(oneLine(j.Description, 100)))
+	fmt.Fprintf(tw, "job kind\t%s\n", j.Kind)
+	fmt.Fprintf(tw, "job args\t%s\n", oneLine(string(j.Args), 200))
+	fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", j.Name)
+	if j.MaxAttempts > 0 {
+		fmt.Fprintf(tw, "max attempts\t%d\n", j.MaxAttempts)
+	} else {
+		fmt.Fprintf(tw, "max attempts\t- (the kind's)\n")
+	}
+	if j.GroupID != "" {
+		fmt.Fprintf(tw, "message group\t%s\n", j.GroupID)
+	}
+	return tw.Flush()
 }
 
 func newSchedulesDeleteCmd(g *globals) *cobra.Command {

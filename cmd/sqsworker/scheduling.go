@@ -124,6 +124,12 @@ type schedulingTarget struct {
 	Where string
 	// Role is --scheduler-role, "" when it was not given (see schedulerRole).
 	Role string
+	// Why says why the scheduler's role is needed, opening the errors of a role schedulerRole
+	// cannot find. Defaults to needRole (a delayed job).
+	Why string
+	// Alternative ends the message that refuses a FIFO queue without content-based
+	// deduplication with what else the command can do (", or enqueue without --delay").
+	Alternative string
 }
 
 // queueLookup is the part of the SQS client resolveJobScheduling uses. *sqs.Client implements it.
@@ -152,7 +158,7 @@ func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget
 	// without content-based deduplication would be refused (the local dispatcher sets its own).
 	if t.FIFO && !t.Local && attrs[string(sqstypes.QueueAttributeNameContentBasedDeduplication)] != "true" {
 		return schedule.Config{}, fmt.Errorf("FIFO queue %s has content-based deduplication off: EventBridge Scheduler cannot set a deduplication id, "+
-			"so SQS would refuse the delayed job when its schedule fires. Turn ContentBasedDeduplication on (the CDK stack does), or enqueue without --delay", t.QueueName)
+			"so SQS would refuse every job a schedule sends it. Turn ContentBasedDeduplication on (the CDK stack does)%s", t.QueueName, t.Alternative)
 	}
 	dlqARN, err := schedulerDLQARN(ctx, q, t.Stack)
 	if err != nil {
@@ -166,9 +172,13 @@ func resolveJobScheduling(ctx context.Context, q queueLookup, t schedulingTarget
 	}, nil
 }
 
-// schedulerRoleOutput is the CloudFormation output in which the CDK stack (infra/jobqueue)
-// publishes the role EventBridge Scheduler assumes.
-const schedulerRoleOutput = "SchedulerRoleArn"
+// schedulerRoleOutput ends the key of the CloudFormation output in which the CDK stack
+// (infra/jobqueue) publishes the role EventBridge Scheduler assumes; stackRoleOutput is the whole
+// key in the stack of infra/main.go, whose construct is named "Jobs".
+const (
+	schedulerRoleOutput = "SchedulerRoleArn"
+	stackRoleOutput     = "Jobs" + schedulerRoleOutput
+)
 
 // stackDescriber is the part of the CloudFormation client schedulerRole uses.
 // *cloudformation.Client implements it.
@@ -178,12 +188,20 @@ type stackDescriber interface {
 
 var _ stackDescriber = (*cloudformation.Client)(nil)
 
-// needRole opens the errors of a role schedulerRole cannot find.
+// needRole opens the errors of a role schedulerRole cannot find, for a delayed job.
 const needRole = "this delay goes through an EventBridge Scheduler schedule, which needs the IAM role the scheduler assumes to send to the queue"
+
+// why returns t.Why, or needRole.
+func (t schedulingTarget) why() string {
+	if t.Why != "" {
+		return t.Why
+	}
+	return needRole
+}
 
 // schedulerRole chooses the role EventBridge Scheduler assumes to send the job: --scheduler-role,
 // else $SQSWORKER_SCHEDULER_ROLE_ARN, else, on an emulator, the local stack's role (any ARN works
-// there), else the output SchedulerRoleArn of the CloudFormation stack named after the stack, read
+// there), else the output JobsSchedulerRoleArn of the CloudFormation stack named after the stack, read
 // with one DescribeStacks call (see stackSchedulerRole). The flag and the variable are checked
 // without any call; on an emulator cfn is never called (connect builds none there).
 func schedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget, getenv func(string) string) (string, error) {
@@ -199,12 +217,12 @@ func schedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTarget, 
 	if cfn == nil {
 		// An AWS host given as --endpoint: that URL is not CloudFormation's, so connect builds no
 		// client to ask (a usage error, as before CloudFormation was asked).
-		return "", &usageError{fmt.Errorf("%s: pass --scheduler-role ARN or set %s. %s", needRole, schedulerRoleEnv, describeStacksHint(t.Stack))}
+		return "", &usageError{fmt.Errorf("%s: pass --scheduler-role ARN or set %s. %s", t.why(), schedulerRoleEnv, describeStacksHint(t.Stack))}
 	}
 	return stackSchedulerRole(ctx, cfn, t)
 }
 
-// stackSchedulerRole reads the scheduler's role from the output SchedulerRoleArn of the
+// stackSchedulerRole reads the scheduler's role from the output JobsSchedulerRoleArn of the
 // CloudFormation stack named t.Stack (infra/main.go names the stack after its "stack" context
 // value, which is --stack), and checks it with checkRoleARN.
 //
@@ -222,7 +240,7 @@ func stackSchedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTar
 	}
 	if err != nil || len(out.Stacks) == 0 {
 		return "", &usageError{fmt.Errorf("%s, and no CloudFormation stack named %s was found on %s to read it from (the CDK stack publishes it as its output %s): "+
-			"check --stack and --region, or pass --scheduler-role ARN or set %s", needRole, t.Stack, t.Where, schedulerRoleOutput, schedulerRoleEnv)}
+			"check --stack and --region, or pass --scheduler-role ARN or set %s", t.why(), t.Stack, t.Where, stackRoleOutput, schedulerRoleEnv)}
 	}
 	st := out.Stacks[0]
 	var keys, values []string
@@ -237,11 +255,11 @@ func stackSchedulerRole(ctx context.Context, cfn stackDescriber, t schedulingTar
 			status = " (" + string(st.StackStatus) + ")"
 		}
 		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s%s has no output %s: it was deployed with scheduling disabled, or it is not an sqsworker stack. "+
-			"Deploy it with scheduling enabled, or pass --scheduler-role ARN or set %s", needRole, t.Stack, status, schedulerRoleOutput, schedulerRoleEnv)}
+			"Deploy it with scheduling enabled, or pass --scheduler-role ARN or set %s", t.why(), t.Stack, status, stackRoleOutput, schedulerRoleEnv)}
 	}
 	if len(keys) > 1 {
 		return "", &usageError{fmt.Errorf("%s, and CloudFormation stack %s has %d outputs that may be it (%s): pass --scheduler-role ARN or set %s",
-			needRole, t.Stack, len(keys), strings.Join(keys, ", "), schedulerRoleEnv)}
+			t.why(), t.Stack, len(keys), strings.Join(keys, ", "), schedulerRoleEnv)}
 	}
 	if err := checkRoleARN(fmt.Sprintf("output %s of CloudFormation stack %s", keys[0], t.Stack), values[0]); err != nil {
 		return "", &usageError{fmt.Errorf("%w; pass --scheduler-role ARN or set %s", err, schedulerRoleEnv)}
@@ -287,7 +305,7 @@ func isUpperHex(s string) bool {
 func describeStacksHint(stack string) string {
 	return fmt.Sprintf("The CDK stack publishes the role as its output %s:\n"+
 		"  aws cloudformation describe-stacks --stack-name %s --query \"Stacks[0].Outputs[?contains(OutputKey, '%s')].OutputValue\" --output text",
-		schedulerRoleOutput, stack, schedulerRoleOutput)
+		stackRoleOutput, stack, schedulerRoleOutput)
 }
 
 // schedulerDLQARN returns the ARN of the stack's scheduler dead-letter queue, or "" when the stack

@@ -38,10 +38,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -129,15 +131,18 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if r := getenv("AWS_REGION"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
+	local := s.endpoint != "" && !awsendpoint.IsAWS(s.endpoint)
+	if local {
+		// An emulator's credentials are never in the instance metadata: do not ask it (off EC2
+		// that costs a timeout, or a warning where something answers).
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return fmt.Errorf("load the AWS configuration: %w", err)
 	}
-	local := false
 	if s.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(s.endpoint)
-		u, _ := url.Parse(s.endpoint)
-		local = !strings.HasSuffix(u.Hostname(), ".amazonaws.com")
 		if cfg.Region == "" {
 			cfg.Region = "us-east-1"
 		}
@@ -159,7 +164,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	wcfg := worker.Config{Registry: reg, SQS: sqsClient, QueueURL: s.queueURL, DLQURL: s.dlqURL, Logger: logger}
 	if s.table != "" {
 		// Emulators send no DynamoDB CRC32 header: skip its check there, keep it on AWS.
-		ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
+		ddb := dynamodb.NewFromConfig(cfg, awsendpoint.DynamoDB(cfg))
 		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: s.table})
 		if err != nil {
 			return err

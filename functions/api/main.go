@@ -22,6 +22,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -75,7 +76,7 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	}
 	api := &API{Producer: prod, Logger: logger}
 	if cfg.Table != "" {
-		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg), Table: cfg.Table})
+		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -49,7 +50,9 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(logger)
 
-	// AWS_ENDPOINT_URL, AWS_REGION and the execution role's credentials are read by the SDK.
+	// AWS_ENDPOINT_URL, AWS_REGION and the execution role's credentials are read by the SDK. On an
+	// emulator's endpoint (sqsworker run), the DynamoDB client skips the response checksum that
+	// emulators do not send; on AWS it keeps it.
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
@@ -72,7 +75,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		Logger:         logger,
 	}
 	if cfg.Table != "" {
-		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg), Table: cfg.Table})
+		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
 		if err != nil {
 			return nil, err
 		}

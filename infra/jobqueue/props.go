@@ -15,7 +15,7 @@ import (
 
 // Defaults of Props.
 const (
-	DefaultMaxAttempts    = 5 // DESIGN §4: MaxAttempts per kind, default 5
+	DefaultMaxAttempts    = 5 // docs/ARCHITECTURE.md §4: MaxAttempts per kind, default 5
 	DefaultMemoryMB       = 512
 	DefaultTimeout        = 30 * time.Second
 	DefaultBatchSize      = 10
@@ -179,7 +179,7 @@ func (p Props) Validate() error {
 		bad("MaxAttempts=%d must be at least 1", p.MaxAttempts)
 	}
 	if p.MaxReceiveCount < 3*p.MaxAttempts {
-		bad("MaxReceiveCount=%d must be at least 3 × MaxAttempts = %d (DESIGN §4: the redrive policy is the safety net, not the retry policy)", p.MaxReceiveCount, 3*p.MaxAttempts)
+		bad("MaxReceiveCount=%d must be at least 3 × MaxAttempts = %d (docs/ARCHITECTURE.md §4: the redrive policy is the safety net, not the retry policy)", p.MaxReceiveCount, 3*p.MaxAttempts)
 	}
 	if p.MaxReceiveCount > 1000 {
 		bad("MaxReceiveCount=%d exceeds SQS's maximum of 1000", p.MaxReceiveCount)

@@ -103,7 +103,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\ntable     %s\n\n", backend.URL, backend.Kind, stack.QueueURL, stack.DLQURL, table)
+	// The emulator's queue URLs name a fixed host: print them as reachable at the backend.
+	fmt.Fprintf(w, "backend   %s (%s)\nqueue     %s\ndlq       %s\ntable     %s\n\n", backend.URL, backend.Kind,
+		backend.QueueURL(stack.QueueURL), backend.QueueURL(stack.DLQURL), table)
 
 	sch := scheduler.NewFromConfig(backend.Config)
 	group, err := awslocal.ProvisionScheduleGroup(ctx, sch, opts.Stack)

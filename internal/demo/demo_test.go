@@ -3,10 +3,12 @@ package demo
 import (
 	"bytes"
 	"context"
-	"github.com/sqsworker/sqsworker/internal/examplejobs"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/sqsworker/sqsworker/internal/examplejobs"
+	_ "github.com/sqsworker/sqsworker/pkg/awslocal/localstack" // SQSWORKER_BACKEND=localstack
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"
@@ -19,6 +21,17 @@ func TestDemoEndToEnd(t *testing.T) {
 	rep, err := Run(context.Background(), &out, Options{})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	// The queue URLs printed are reachable: at the backend's URL, not at the host the emulator
+	// writes into the URLs it returns (http://localhost:4566, whatever its port).
+	head := regexp.MustCompile(`(?m)^backend +(\S+) .*\nqueue +(\S+)\ndlq +(\S+)$`).FindStringSubmatch(out.String())
+	if head == nil {
+		t.Fatalf("no backend, queue and dlq lines in:\n%s", out.String())
+	}
+	for _, u := range head[2:] {
+		if !strings.HasPrefix(u, head[1]+"/") {
+			t.Errorf("printed queue URL %s is not at the backend %s", u, head[1])
+		}
 	}
 	want := map[string]struct {
 		outcome, reason string

@@ -1,6 +1,8 @@
 // Package awslocal gives tests, the CLI and local runs an AWS backend: the embedded emulator
 // (github.com/sivchari/kumo, in-process) by default, or any endpoint named by AWS_ENDPOINT_URL
-// (LocalStack, another emulator, or a real account).
+// (LocalStack, another emulator, or a real account). LocalStack in Docker is the package
+// pkg/awslocal/localstack, which registers itself (see Register), so that this package does not
+// depend on testcontainers-go and the Docker client.
 //
 // It is never imported by a library package or a Lambda function: production code receives its
 // aws.Config from the caller.
@@ -12,7 +14,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +25,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/sivchari/kumo"
+
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 )
 
 // DefaultRegion is the region used for the embedded emulator and when none is configured.
@@ -61,6 +68,11 @@ type Options struct {
 	Endpoint string
 	// Region defaults to AWS_REGION, then to DefaultRegion.
 	Region string
+	// Port, for the embedded emulator, is the loopback port it listens on (127.0.0.1 and, where
+	// the system has IPv6, ::1), so that other programs reach it at http://localhost:Port, which
+	// is then the backend's URL. Defaults to 0: a free port the system picks (URL
+	// http://127.0.0.1:N). A port taken by another program gives an error wrapping ErrPortInUse.
+	Port int
 	// MaxIdleConnsPerHost sizes the HTTP client's idle pool. Defaults to 64, enough for the
 	// concurrency a local run uses (the SDK's default keeps too few and reconnects constantly).
 	MaxIdleConnsPerHost int
@@ -89,6 +101,9 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 			kind = Endpoint
 		}
 	}
+	if opts.Port != 0 && kind != Embedded {
+		return nil, fmt.Errorf("awslocal: Options.Port is for the embedded emulator, not the %s backend", kind)
+	}
 	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
 	switch kind {
 	case Embedded:
@@ -96,18 +111,38 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 		srv := kumo.NewServer()
 		kumoMu.Unlock()
 		b.URL, b.close = srv.URL, srv.Close
-	case LocalStack:
-		url, stop, err := startLocalStack(ctx)
-		if err != nil {
-			return nil, err
+		if opts.Port != 0 {
+			// kumo listens where httptest puts it; a forwarder gives it the port asked for.
+			u, err := url.Parse(srv.URL)
+			if err != nil {
+				srv.Close()
+				return nil, fmt.Errorf("awslocal: the embedded emulator's URL %q: %w", srv.URL, err)
+			}
+			f, err := listenLoopback(opts.Port, u.Host)
+			if err != nil {
+				srv.Close()
+				return nil, err
+			}
+			b.URL = "http://localhost:" + strconv.Itoa(f.port)
+			b.close = func() { f.close(); srv.Close() }
 		}
-		b.URL, b.close = url, stop
 	case Endpoint:
 		if endpoint == "" {
 			return nil, fmt.Errorf("awslocal: backend %q needs AWS_ENDPOINT_URL or Options.Endpoint", kind)
 		}
 	default:
-		return nil, fmt.Errorf("awslocal: unknown backend %q (want %s, %s or %s)", kind, Embedded, LocalStack, Endpoint)
+		start := starter(kind)
+		switch {
+		case start == nil && kind == LocalStack:
+			return nil, fmt.Errorf("awslocal: backend %q is not linked into this program: import _ %q (Docker needed)", kind, LocalStackPackage)
+		case start == nil:
+			return nil, fmt.Errorf("awslocal: unknown backend %q (want %s, %s or %s)", kind, Embedded, LocalStack, Endpoint)
+		}
+		url, stop, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.URL, b.close = url, stop
 	}
 	cfg, err := NewConfig(ctx, b.URL, region, opts.MaxIdleConnsPerHost, b.Kind != Endpoint)
 	if err != nil {
@@ -120,7 +155,10 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 
 // NewConfig builds an aws.Config that talks to endpoint. With static set (the embedded emulator
 // and LocalStack), fixed test credentials are used; otherwise the default credential chain applies,
-// falling back to test credentials only when it finds none (LocalStack accepts any).
+// falling back to test credentials only when it finds none (emulators accept any). On an endpoint
+// that is not AWS's own, the chain never asks the EC2 instance metadata service: off EC2 that
+// costs a timeout or, where something answers 169.254.169.254, a warning on every command
+// ("falling back to IMDSv1"), and an emulator's credentials are never there.
 func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static bool) (aws.Config, error) {
 	if maxIdle <= 0 {
 		maxIdle = 64
@@ -135,6 +173,9 @@ func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static
 	}
 	if static {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	if endpoint != "" && !awsendpoint.IsAWS(endpoint) {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

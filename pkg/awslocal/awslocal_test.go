@@ -3,8 +3,13 @@ package awslocal_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -146,5 +151,69 @@ func TestEndpointBackendDynamoDBDoesNotWarn(t *testing.T) {
 	defer mu.Unlock()
 	if len(warnings) > 0 {
 		t.Errorf("the SDK logged %d lines, want none: %q", len(warnings), warnings)
+	}
+}
+
+// TestEndpointWithoutCredentialsNeverAsksInstanceMetadata: on an emulator's endpoint with no
+// credentials configured (what `AWS_ENDPOINT_URL=… sqsworker jobs` meets on a laptop), the
+// credential chain must not ask the EC2 instance metadata service: a metadata endpoint that
+// answers (here a recorder that refuses tokens, as some networks do) made the SDK print "WARN
+// falling back to IMDSv1" on every command. The backend falls back to test credentials. Not
+// parallel: it empties the credential environment of the process.
+func TestEndpointWithoutCredentialsNeverAsksInstanceMetadata(t *testing.T) {
+	var asked atomic.Int32
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	defer imds.Close()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_WEB_IDENTITY_TOKEN_FILE": "",
+		"AWS_EC2_METADATA_DISABLED": "", "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.URL,
+	} {
+		t.Setenv(k, v)
+	}
+	emu := awslocaltest.Backend(t)
+	var mu sync.Mutex
+	var logged []string
+	b, err := awslocal.Start(t.Context(), awslocal.Options{Backend: awslocal.Endpoint, Endpoint: emu.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	creds, err := b.Config.Credentials.Retrieve(t.Context())
+	if err != nil || creds.AccessKeyID != "test" {
+		t.Errorf("credentials = %+v, %v; want the test credentials", creds, err)
+	}
+	b.Config.Logger = logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(string(c)+": "+format, v...))
+	})
+	if _, err := sqs.NewFromConfig(b.Config).ListQueues(t.Context(), &sqs.ListQueuesInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the instance metadata service was asked %d times, want never", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) > 0 {
+		t.Errorf("the SDK logged %q, want nothing", logged)
+	}
+}
+
+func TestUnknownBackendIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := awslocal.Start(context.Background(), awslocal.Options{Backend: "mainframe"})
+	if err == nil || err.Error() != `awslocal: unknown backend "mainframe" (want embedded, localstack or endpoint)` {
+		t.Errorf("Start = %v", err)
+	}
+	_, err = awslocal.Start(context.Background(), awslocal.Options{Backend: awslocal.Endpoint})
+	if err == nil && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		t.Error("the endpoint backend without an endpoint must be an error")
 	}
 }

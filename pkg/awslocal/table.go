@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -44,20 +43,9 @@ func ProvisionTable(ctx context.Context, client TableProvisioner, stack string) 
 // their validation is turned off for every endpoint that is not AWS's own (*.amazonaws.com):
 // otherwise the SDK warns on every call.
 func (b *Backend) DynamoDB() *dynamodb.Client {
-	return dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) {
-		if !IsAWSEndpoint(b.URL) {
-			o.DisableValidateResponseChecksum = true
-		}
-	})
+	return dynamodb.NewFromConfig(b.Config, awsendpoint.DynamoDB(b.Config))
 }
 
-// IsAWSEndpoint reports whether endpoint is one of AWS's own hosts (*.amazonaws.com, or
-// *.amazonaws.com.cn), as opposed to an emulator or LocalStack.
-func IsAWSEndpoint(endpoint string) bool {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn")
-}
+// IsAWSEndpoint reports whether endpoint is one of AWS's own hosts (*.amazonaws.com,
+// *.amazonaws.com.cn, *.api.aws, …), as opposed to an emulator or LocalStack.
+func IsAWSEndpoint(endpoint string) bool { return awsendpoint.IsAWS(endpoint) }

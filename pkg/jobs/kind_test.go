@@ -8,7 +8,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
-// kindPattern is the kind rule of envelope v1 (DESIGN.md §3, docs/envelope.md and the schema).
+// kindPattern is the kind rule of envelope v1 (docs/envelope.md and the schema).
 const kindPattern = `^[a-z0-9][a-z0-9._:-]{0,127}$`
 
 func TestValidateKindAcceptsValidKinds(t *testing.T) {

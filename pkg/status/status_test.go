@@ -248,6 +248,15 @@ func TestListRejectsBadQueries(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
 				t.Fatalf("err = %v, want ErrInvalid containing %q", err, tt.field)
 			}
+			var pe *PageTokenError
+			if isToken := strings.HasPrefix(tt.name, "token "); errors.As(err, &pe) != isToken {
+				t.Fatalf("err = %v: a *PageTokenError %v, want %v", err, !isToken, isToken)
+			}
+			// Only a sound token of another listing is OtherListing; a damaged one is not.
+			other := strings.HasPrefix(tt.name, "token other ")
+			if pe != nil && pe.OtherListing != other {
+				t.Errorf("OtherListing = %v, want %v", pe.OtherListing, other)
+			}
 		})
 	}
 }

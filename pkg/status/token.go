@@ -44,10 +44,33 @@ func encodeToken(tok *pageToken) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// PageTokenError is the error List returns for a ListQuery.PageToken it cannot continue. It
+// wraps ErrInvalid.
+type PageTokenError struct {
+	// Reason says what is wrong with the token, e.g. "not base64url: …" or
+	// `it continues a listing of state "dead", not "retrying"`.
+	Reason string
+	// OtherListing reports that the token is intact but continues another listing (another
+	// state, kind or shard count): the caller passed the wrong query with it. Otherwise the token
+	// is damaged, truncated, or not a page token at all.
+	OtherListing bool
+}
+
+// Error implements error.
+func (e *PageTokenError) Error() string {
+	return ErrInvalid.Error() + ": ListQuery.PageToken: " + e.Reason
+}
+
+// Unwrap returns ErrInvalid.
+func (e *PageTokenError) Unwrap() error { return ErrInvalid }
+
 // decodeToken parses and checks a token against the query it continues.
 func decodeToken(s string, state idempotency.State, kind string, shards int) (*pageToken, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: ListQuery.PageToken: %s", ErrInvalid, fmt.Sprintf(format, args...))
+		return &PageTokenError{Reason: fmt.Sprintf(format, args...)}
+	}
+	other := func(format string, args ...any) error {
+		return &PageTokenError{Reason: fmt.Sprintf(format, args...), OtherListing: true}
 	}
 	if len(s) > maxTokenLen {
 		return nil, bad("%d bytes long, the limit is %d", len(s), maxTokenLen)
@@ -69,11 +92,11 @@ func decodeToken(s string, state idempotency.State, kind string, shards int) (*p
 	case tok.V != tokenVersion:
 		return nil, bad("version %d, want %d", tok.V, tokenVersion)
 	case tok.State != string(state):
-		return nil, bad("it continues a listing of state %q, not %q", tok.State, state)
+		return nil, other("it continues a listing of state %q, not %q", tok.State, state)
 	case tok.Kind != kind:
-		return nil, bad("it continues a listing of kind %q, not %q", tok.Kind, kind)
+		return nil, other("it continues a listing of kind %q, not %q", tok.Kind, kind)
 	case tok.Shards != shards:
-		return nil, bad("it was made for %d shards, this table uses %d", tok.Shards, shards)
+		return nil, other("it was made for %d shards, this table uses %d", tok.Shards, shards)
 	}
 	seen := make(map[int]bool, len(tok.Pos))
 	for _, c := range tok.Pos {

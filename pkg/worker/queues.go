@@ -102,8 +102,8 @@ func (h *Handler) urlOfARN(ctx context.Context, arn string) (string, error) {
 // Preflight reads the source queue's redrive policy and warns (one log line per kind) when a
 // kind's MaxAttempts comes close to its maxReceiveCount: receive counts also grow for deliveries
 // that never ran (FIFO tails, deadline skips, deferrals, throttles), so the redrive policy would
-// move such jobs to the DLQ without the reason before their attempts are spent. DESIGN asks for
-// maxReceiveCount ≥ 3 × the largest MaxAttempts. Call it at cold start; it returns the kinds it
+// move such jobs to the DLQ without the reason before their attempts are spent. The rule is
+// maxReceiveCount ≥ 3 × the largest MaxAttempts (docs/ARCHITECTURE.md §4). Call it at cold start; it returns the kinds it
 // warned about. queueURL defaults to Config.QueueURL.
 func (h *Handler) Preflight(ctx context.Context, queueURL string) ([]string, error) {
 	if queueURL == "" {

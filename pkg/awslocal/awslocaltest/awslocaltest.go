@@ -1,5 +1,7 @@
 // Package awslocaltest gives tests the shared backend of pkg/awslocal, skipping them with a clear
-// message when SQSWORKER_BACKEND=localstack was asked for and no Docker engine answers.
+// message when SQSWORKER_BACKEND=localstack was asked for and no Docker engine answers. It links
+// the LocalStack backend (pkg/awslocal/localstack) into every test binary that uses it, so that
+// the whole suite can run on LocalStack.
 package awslocaltest
 
 import (
@@ -7,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	_ "github.com/sqsworker/sqsworker/pkg/awslocal/localstack" // SQSWORKER_BACKEND=localstack
 )
 
 // Backend returns awslocal.Shared(). When LocalStack was asked for (SQSWORKER_BACKEND=localstack)

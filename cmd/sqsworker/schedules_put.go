@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
+)
+
+// schedulesPutJSON is schedules put's --output json document.
+type schedulesPutJSON struct {
+	// Result is "created" or "replaced".
+	Result   string       `json:"result"`
+	Group    string       `json:"group"`
+	Schedule scheduleJSON `json:"schedule"`
+}
+
+// needScheduleRole opens the errors of a role schedulerRole cannot find, for schedules put.
+const needScheduleRole = "a recurring schedule needs the IAM role EventBridge Scheduler assumes to send to the queue"
+
+func newSchedulesPutCmd(g *globals) *cobra.Command {
+	var (
+		r          schedule.Recurring
+		args, role string
+		start, end string
+	)
+	cmd := &cobra.Command{
+		Use:   "put NAME --expression EXPR --kind KIND [--args ARGS_JSON]",
+		Short: "Create a recurring schedule, or replace the one of that name",
+		Long: `put creates the recurring schedule NAME in the stack's schedule group <stack>-jobs, or
+replaces every setting of the schedule of that name (it is idempotent: putting the same
+schedule twice changes nothing). Each occurrence of --expression enqueues a job of --kind
+with --args on the stack's queue, with the key NAME@<scheduled time>, so that a retried
+delivery of one occurrence runs once.
+
+--expression is EventBridge Scheduler's: cron(minutes hours day-of-month month day-of-week
+year), with '?' in one of the two day fields and day-of-week 1-7 = SUN-SAT, or rate(N
+minutes|hours|days), or at(yyyy-mm-ddThh:mm:ss) for one occurrence. It is checked, with every
+other flag, before any AWS call; cron and at expressions are read in --timezone.
+
+--start and --end bound the occurrences (RFC 3339 times, such as 2027-01-01T00:00:00Z); a
+rate counts its periods from --start, or from the schedule's creation. On a FIFO queue every
+job needs --group. A schedule of that name that is not a recurring job schedule of the
+stack's queue is left alone (exit code 1).
+
+On AWS the scheduler assumes the role given by --scheduler-role (default:
+$SQSWORKER_SCHEDULER_ROLE_ARN, else the CloudFormation stack's output JobsSchedulerRoleArn),
+and names the stack's scheduler DLQ <stack>-jobs-scheduler-dlq, when it exists, for the
+firings it cannot deliver. Emulators store schedules but never fire them: 'sqsworker run'
+and 'sqsworker demo' run the local dispatcher that does.`,
+		Example: `  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --args '{"period":"day"}' --stack myapp
+  sqsworker schedules put rollup --expression 'rate(15 minutes)' --kind metrics.rollup --stack myapp
+  sqsworker schedules put payroll --expression 'cron(0 9 L * ? *)' --timezone Europe/Berlin --kind payroll.run \
+    --start 2027-01-01T00:00:00Z --max-attempts 3 --stack myapp
+  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --disabled --stack myapp`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			r.Name = argv[0]
+			if err := checkScheduleName(r.Name); err != nil {
+				return err
+			}
+			if err := checkRecurring(cmd, &r, args, start, end, role); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			refs, fifo, err := openSchedulesForWrite(ctx, g, cmd, role)
+			if err != nil {
+				return err
+			}
+			if fifo && r.GroupID == "" {
+				return &usageError{fmt.Errorf("the stack's queue is a FIFO queue: every job needs --group (its message group id)")}
+			}
+			result := "replaced"
+			switch _, err := refs.client.Get(ctx, r.Name); {
+			case errors.Is(err, schedule.ErrNotFound) && !errors.Is(err, schedule.ErrNotOwned):
+				result = "created"
+			case err != nil:
+				return scheduleError(err, refs, r.Name)
+			}
+			if err := refs.client.Upsert(ctx, r); err != nil {
+				if refs.local && (!r.Start.IsZero() || !r.End.IsZero()) && !errors.Is(err, schedule.ErrInvalid) {
+					// A known gap of the embedded emulator: it cannot decode the SDK's timestamps.
+					return fmt.Errorf("%w\n  the emulator refused --start/--end (the embedded emulator cannot take start or end dates from the Go SDK; AWS and LocalStack can): leave them out locally", err)
+				}
+				return scheduleError(err, refs, r.Name)
+			}
+			saved, err := refs.client.Get(ctx, r.Name)
+			if err != nil {
+				return err
+			}
+			j := toScheduleJSON(saved, time.Now())
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), schedulesPutJSON{Result: result, Group: refs.group, Schedule: j})
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s recurring schedule %s in schedule group %s\n\n", result, r.Name, refs.group)
+			return writeSchedule(out, refs.group, saved, j)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&r.Expression, "expression", "", "cron(…), rate(…) or at(…), with EventBridge Scheduler's syntax (required)")
+	f.StringVar(&r.Kind, "kind", "", "the kind of the job each occurrence enqueues (required)")
+	f.StringVar(&args, "args", "{}", "the job's arguments, a JSON object")
+	f.StringVar(&r.Timezone, "timezone", "UTC", "the IANA time zone cron and at expressions are read in, such as Europe/Paris")
+	f.StringVar(&start, "start", "", "no occurrence before this RFC 3339 time")
+	f.StringVar(&end, "end", "", "no occurrence at or after this RFC 3339 time")
+	f.BoolVar(&r.Disabled, "disabled", false, "keep the schedule without firing it")
+	f.DurationVar(&r.FlexibleWindow, "flexible-window", 0, "let the scheduler fire up to this long after each occurrence (whole minutes, 1m-24h)")
+	f.IntVar(&r.MaxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for these jobs")
+	f.StringVar(&r.GroupID, "group", "", "message group id of the jobs: required on FIFO queues")
+	f.StringVar(&r.Description, "description", "", "a description, at most 512 characters")
+	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send the jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
+	return cmd
+}
+
+// checkRecurring checks and fills the schedule's fields from the flags before any AWS call,
+// with the rules of schedule.Client.Upsert (schedule.Parse for the expression).
+func checkRecurring(cmd *cobra.Command, r *schedule.Recurring, args, start, end, role string) error {
+	bad := func(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
+	if r.Expression == "" {
+		return bad("schedules put needs --expression, such as 'cron(0 2 * * ? *)' or 'rate(1 hour)'")
+	}
+	expr, err := schedule.Parse(r.Expression)
+	if err != nil {
+		// Parse says "schedule: invalid expression "EXPR": DETAIL": keep the detail.
+		detail := err.Error()
+		if p := fmt.Sprintf("%s %q: ", schedule.ErrInvalidExpression, r.Expression); strings.HasPrefix(detail, p) {
+			detail = detail[len(p):]
+		}
+		return bad("--expression %q: %s", r.Expression, detail)
+	}
+	r.Expression = expr.String()
+	if r.Kind == "" {
+		return bad("schedules put needs --kind, the kind of the job each occurrence enqueues")
+	}
+	if err := jobs.ValidateKind(r.Kind); err != nil {
+		return bad("--kind: %v", err)
+	}
+	if err := checkArgsJSON([]byte(args)); err != nil {
+		return bad("%s", strings.Replace(err.Error(), "ARGS_JSON", "--args", 1))
+	}
+	r.Args = []byte(args)
+	if r.Timezone == "" || r.Timezone == "Local" {
+		return bad("--timezone %q: want an IANA time zone name, such as UTC or Europe/Paris", r.Timezone)
+	}
+	if _, err := time.LoadLocation(r.Timezone); err != nil {
+		return bad("--timezone %q is not an IANA time zone name (such as UTC or Europe/Paris)", r.Timezone)
+	}
+	for _, t := range []struct {
+		flag, value string
+		into        *time.Time
+	}{{"--start", start, &r.Start}, {"--end", end, &r.End}} {
+		if t.value == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.value)
+		if err != nil {
+			return bad("%s %q is not an RFC 3339 time, such as 2027-01-01T00:00:00Z", t.flag, t.value)
+		}
+		*t.into = v
+	}
+	if !r.Start.IsZero() && !r.End.IsZero() && !r.Start.Before(r.End) {
+		return bad("--start %s is not before --end %s", start, end)
+	}
+	if w := r.FlexibleWindow; w != 0 && (w < time.Minute || w > schedule.MaxFlexibleWindow || w%time.Minute != 0) {
+		return bad("--flexible-window %v: want whole minutes between 1m and 24h", w)
+	}
+	if r.MaxAttempts < 0 || cmd.Flags().Changed("max-attempts") && r.MaxAttempts == 0 {
+		return bad("--max-attempts %d: must be at least 1", r.MaxAttempts)
+	}
+	if cmd.Flags().Changed("group") && r.GroupID == "" {
+		return bad("--group is empty: want a message group id")
+	}
+	if n := len([]rune(r.Description)); n > schedule.MaxDescriptionLength {
+		return bad("--description is %d characters long, the limit is %d", n, schedule.MaxDescriptionLength)
+	}
+	if cmd.Flags().Changed("scheduler-role") {
+		if err := checkRoleARN("--scheduler-role", role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
