@@ -4,13 +4,18 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // Environment variables read by the functions.
@@ -22,6 +27,12 @@ const (
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
+
+	// The API function's allow-list and its limits (see API).
+	EnvAPIKinds        = "SQSWORKER_API_KINDS"
+	EnvAPIMaxArgsBytes = "SQSWORKER_API_MAX_ARGS_BYTES"
+	EnvAPISchemas      = "SQSWORKER_API_SCHEMAS"
+	EnvAPIShowDetails  = "SQSWORKER_API_SHOW_DETAILS"
 )
 
 // Defaults of the settings.
@@ -33,6 +44,12 @@ const (
 	MaxConcurrency = 10000
 	// MaxDeadlineMargin bounds SQSWORKER_DEADLINE_MARGIN (the worker's own limit).
 	MaxDeadlineMargin = 10 * time.Minute
+	// DefaultMaxArgsBytes is the API's limit on a job's args (compacted JSON) for the kinds
+	// without a limit of their own: 64 KiB, the size SQS bills as one request.
+	DefaultMaxArgsBytes = 64 << 10
+	// MaxArgsBytesLimit bounds every args limit of the API: the producer's message limit (SQS's
+	// 1 MiB minus 8 KiB kept for the worker) less 4 KiB for the rest of the envelope.
+	MaxArgsBytesLimit = 1<<20 - 12<<10
 )
 
 // Worker is the worker function's configuration.
@@ -58,10 +75,49 @@ type Worker struct {
 type API struct {
 	// QueueURL is the queue jobs are enqueued on. Required.
 	QueueURL string
-	// Table is the DynamoDB job table read by GET /jobs/{id}. Empty: GET answers 501.
+	// Table is the DynamoDB job table: GET /jobs/{id} reads it, and POST /jobs writes a queued
+	// record there before each send (so that a repeated Idempotency-Key gets the first answer).
+	// Empty: GET answers 501 and repeated keys are not recognised by the API.
 	Table string
 	// LogLevel is the level of the JSON log on stderr. Defaults to info.
 	LogLevel slog.Level
+	// Kinds is the allow-list (SQSWORKER_API_KINDS): the only kinds POST /jobs enqueues, each
+	// with its args limit. Required: at least one kind, or nothing could be enqueued.
+	Kinds []AllowedKind
+	// Schemas maps allowed kinds to the JSON Schema their args are validated against
+	// (SQSWORKER_API_SCHEMAS). Kinds without one are checked for size only. Defaults to none.
+	Schemas map[string]SchemaSource
+	// ShowDetails makes GET /jobs/{id} show the key, the stored result, the last error and the
+	// dead-letter reason (SQSWORKER_API_SHOW_DETAILS). Defaults to false: state, attempts and
+	// timestamps only.
+	ShowDetails bool
+}
+
+// AllowedKind is one entry of the API's allow-list.
+type AllowedKind struct {
+	// Kind is the job kind.
+	Kind string
+	// MaxArgsBytes bounds the size of its args as compacted JSON: the entry's own "=size", else
+	// SQSWORKER_API_MAX_ARGS_BYTES, else DefaultMaxArgsBytes.
+	MaxArgsBytes int
+}
+
+// SchemaSource is where a kind's JSON Schema comes from: exactly one field is set.
+type SchemaSource struct {
+	// Inline is the schema document itself (a JSON object or boolean).
+	Inline json.RawMessage
+	// File is the path of a file holding the schema (a layer's files are under /opt).
+	File string
+}
+
+// Kind returns the allow-list entry of kind, if kind is on the list.
+func (c *API) Kind(kind string) (AllowedKind, bool) {
+	for _, k := range c.Kinds {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return AllowedKind{}, false
 }
 
 // LoadWorker reads the worker's settings with getenv (os.Getenv in main). The error joins one
@@ -117,7 +173,132 @@ func LoadAPI(getenv func(string) string) (API, error) {
 	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" {
 		errs = append([]error{fmt.Errorf("%s is required: the URL of the queue jobs are sent to", EnvQueueURL)}, errs...)
 	}
+	def := DefaultMaxArgsBytes
+	if s := strings.TrimSpace(getenv(EnvAPIMaxArgsBytes)); s != "" {
+		n, err := parseSize(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", EnvAPIMaxArgsBytes, s, err))
+		} else {
+			def = n
+		}
+	}
+	c.Kinds = apiKinds(getenv(EnvAPIKinds), def, &errs)
+	c.Schemas = apiSchemas(getenv(EnvAPISchemas), &c, &errs)
+	if s := strings.TrimSpace(getenv(EnvAPIShowDetails)); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a boolean (true or false; default false)", EnvAPIShowDetails, s))
+		}
+		c.ShowDetails = b
+	}
 	return c, errors.Join(errs...)
+}
+
+// apiKinds parses the allow-list: comma-separated entries "kind" or "kind=size" (size in bytes,
+// or with a KiB or MiB suffix). It is required, so that a function deployed without one
+// enqueues nothing rather than everything.
+func apiKinds(s string, def int, errs *[]error) []AllowedKind {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		*errs = append(*errs, fmt.Errorf("%s is required: the comma-separated kinds POST /jobs may enqueue, such as "+
+			"\"email.send,report.build=256KiB\" (deny by default: without the list nothing is enqueued)", EnvAPIKinds))
+		return nil
+	}
+	var out []AllowedKind
+	seen := map[string]bool{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		kind, size, hasSize := strings.Cut(entry, "=")
+		kind = strings.TrimSpace(kind)
+		k := AllowedKind{Kind: kind, MaxArgsBytes: def}
+		if err := jobs.ValidateKind(kind); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: entry %q: %v", EnvAPIKinds, entry, err))
+			continue
+		}
+		if hasSize {
+			n, err := parseSize(strings.TrimSpace(size))
+			if err != nil {
+				*errs = append(*errs, fmt.Errorf("%s: entry %q: %v", EnvAPIKinds, entry, err))
+				continue
+			}
+			k.MaxArgsBytes = n
+		}
+		if seen[kind] {
+			*errs = append(*errs, fmt.Errorf("%s: kind %q is listed twice", EnvAPIKinds, kind))
+			continue
+		}
+		seen[kind] = true
+		out = append(out, k)
+	}
+	if len(out) == 0 && len(*errs) == 0 {
+		*errs = append(*errs, fmt.Errorf("%s=%q lists no kind", EnvAPIKinds, s))
+	}
+	return out
+}
+
+// parseSize reads a byte count: digits, optionally followed by KiB or MiB; 2 to MaxArgsBytesLimit
+// (the smallest args are "{}").
+func parseSize(s string) (int, error) {
+	mult := 1
+	num := s
+	switch {
+	case strings.HasSuffix(s, "KiB"):
+		mult, num = 1<<10, strings.TrimSpace(strings.TrimSuffix(s, "KiB"))
+	case strings.HasSuffix(s, "MiB"):
+		mult, num = 1<<20, strings.TrimSpace(strings.TrimSuffix(s, "MiB"))
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB or MiB, such as 65536 or 64KiB)", s)
+	}
+	if n < 2 || n > MaxArgsBytesLimit/mult {
+		return 0, fmt.Errorf("size %s is out of range (want 2 bytes to %d bytes, the most a message leaves for the args)", s, MaxArgsBytesLimit)
+	}
+	return n * mult, nil
+}
+
+// apiSchemas parses SQSWORKER_API_SCHEMAS: a JSON object mapping kinds of the allow-list to a
+// schema document (an object or a boolean) or to the path of a file holding one.
+func apiSchemas(s string, c *API, errs *[]error) map[string]SchemaSource {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s is not a JSON object of kind → schema (an object, or the path of a file as a string): %v", EnvAPISchemas, err))
+		return nil
+	}
+	kinds := make([]string, 0, len(raw))
+	for k := range raw {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds) // one error line per kind, in a stable order
+	out := make(map[string]SchemaSource, len(raw))
+	for _, kind := range kinds {
+		v := bytes.TrimSpace(raw[kind])
+		if _, ok := c.Kind(kind); !ok {
+			*errs = append(*errs, fmt.Errorf("%s: kind %q has a schema but is not on %s", EnvAPISchemas, kind, EnvAPIKinds))
+			continue
+		}
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			var path string
+			if err := json.Unmarshal(v, &path); err != nil || strings.TrimSpace(path) == "" {
+				*errs = append(*errs, fmt.Errorf("%s: kind %q: the file name is empty", EnvAPISchemas, kind))
+				continue
+			}
+			out[kind] = SchemaSource{File: path}
+		case len(v) > 0 && (v[0] == '{' || string(v) == "true" || string(v) == "false"):
+			out[kind] = SchemaSource{Inline: json.RawMessage(v)}
+		default:
+			*errs = append(*errs, fmt.Errorf("%s: kind %q: want a schema (a JSON object or boolean) or a file path (a string), got %s", EnvAPISchemas, kind, v))
+		}
+	}
+	return out
 }
 
 // isName reports whether s is min to max characters of [a-zA-Z0-9_.-], the alphabet of DynamoDB

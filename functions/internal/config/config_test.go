@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -67,30 +68,98 @@ func TestLoadWorker(t *testing.T) {
 func TestLoadAPI(t *testing.T) {
 	t.Parallel()
 	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+	one := []AllowedKind{{Kind: "email.send", MaxArgsBytes: DefaultMaxArgsBytes}}
+	withKinds := func(m map[string]string) map[string]string {
+		m[EnvAPIKinds] = "email.send"
+		return m
+	}
 	tests := []struct {
 		name    string
 		env     map[string]string
 		want    API
 		wantErr []string
 	}{
-		{name: "queue only", env: map[string]string{EnvQueueURL: q}, want: API{QueueURL: q, LogLevel: slog.LevelInfo}},
-		{name: "queue and table", env: map[string]string{EnvQueueURL: q, EnvTable: "jobs", EnvLogLevel: "debug"}, want: API{QueueURL: q, Table: "jobs", LogLevel: slog.LevelDebug}},
-		{name: "queue missing", env: nil, want: API{LogLevel: slog.LevelInfo}, wantErr: []string{"SQSWORKER_QUEUE_URL is required"}},
-		{name: "queue invalid", env: map[string]string{EnvQueueURL: "ftp://x/y"}, want: API{LogLevel: slog.LevelInfo}, wantErr: []string{"SQSWORKER_QUEUE_URL=\"ftp://x/y\" is not a queue URL"}},
+		{name: "queue and kinds", env: withKinds(map[string]string{EnvQueueURL: q}), want: API{QueueURL: q, LogLevel: slog.LevelInfo, Kinds: one}},
+		{name: "queue and table", env: withKinds(map[string]string{EnvQueueURL: q, EnvTable: "jobs", EnvLogLevel: "debug"}), want: API{QueueURL: q, Table: "jobs", LogLevel: slog.LevelDebug, Kinds: one}},
+		{name: "queue missing", env: withKinds(map[string]string{}), want: API{LogLevel: slog.LevelInfo, Kinds: one}, wantErr: []string{"SQSWORKER_QUEUE_URL is required"}},
+		{name: "queue invalid", env: withKinds(map[string]string{EnvQueueURL: "ftp://x/y"}), want: API{LogLevel: slog.LevelInfo, Kinds: one}, wantErr: []string{"SQSWORKER_QUEUE_URL=\"ftp://x/y\" is not a queue URL"}},
 		{
-			name: "queue missing and bad table", env: map[string]string{EnvTable: "x"}, want: API{LogLevel: slog.LevelInfo},
+			name: "queue missing and bad table", env: withKinds(map[string]string{EnvTable: "x"}), want: API{LogLevel: slog.LevelInfo, Kinds: one},
 			wantErr: []string{"SQSWORKER_QUEUE_URL is required", "SQSWORKER_TABLE=\"x\""},
 		},
+		{
+			name: "no allow-list: nothing is enqueued", env: map[string]string{EnvQueueURL: q}, want: API{QueueURL: q, LogLevel: slog.LevelInfo},
+			wantErr: []string{"SQSWORKER_API_KINDS is required"},
+		},
+		{
+			name: "allow-list of blanks", env: map[string]string{EnvQueueURL: q, EnvAPIKinds: " , ,"}, want: API{QueueURL: q, LogLevel: slog.LevelInfo},
+			wantErr: []string{"lists no kind"},
+		},
+		{
+			name: "per-kind limits, default limit, schemas, details",
+			env: map[string]string{
+				EnvQueueURL: q, EnvAPIKinds: " email.send , report.build=256KiB,tiny=100,big=1MiB", EnvAPIMaxArgsBytes: "8KiB",
+				EnvAPISchemas:     `{"email.send": {"type":"object","required":["to"]}, "report.build": "/opt/schemas/report.json", "tiny": true}`,
+				EnvAPIShowDetails: "true",
+			},
+			want: API{
+				QueueURL: q, LogLevel: slog.LevelInfo, ShowDetails: true,
+				Kinds: []AllowedKind{{"email.send", 8 << 10}, {"report.build", 256 << 10}, {"tiny", 100}},
+				Schemas: map[string]SchemaSource{
+					"email.send":   {Inline: json.RawMessage(`{"type":"object","required":["to"]}`)},
+					"report.build": {File: "/opt/schemas/report.json"},
+					"tiny":         {Inline: json.RawMessage(`true`)},
+				},
+			},
+			wantErr: []string{"entry \"big=1MiB\": size 1MiB is out of range"},
+		},
+		{
+			name: "bad entries: one line each",
+			env: map[string]string{
+				EnvQueueURL: q, EnvAPIKinds: "Email,ok,ok,sized=lots,zero=0,zz", EnvAPIMaxArgsBytes: "big",
+				EnvAPISchemas: `{"ok": 42, "other": {}, "zz": ""}`, EnvAPIShowDetails: "maybe",
+			},
+			want: API{QueueURL: q, LogLevel: slog.LevelInfo, Kinds: []AllowedKind{{"ok", DefaultMaxArgsBytes}, {"zz", DefaultMaxArgsBytes}}, Schemas: map[string]SchemaSource{}},
+			wantErr: []string{
+				"SQSWORKER_API_MAX_ARGS_BYTES=\"big\"", "entry \"Email\": kind \"Email\": character 'E'", "kind \"ok\" is listed twice",
+				"entry \"sized=lots\": \"lots\" is not a size", "entry \"zero=0\": size 0 is out of range",
+				"kind \"ok\": want a schema", "kind \"other\" has a schema but is not on SQSWORKER_API_KINDS", "kind \"zz\": the file name is empty",
+				"SQSWORKER_API_SHOW_DETAILS=\"maybe\" is not a boolean",
+			},
+		},
+		{
+			name: "schemas not an object", env: withKinds(map[string]string{EnvQueueURL: q, EnvAPISchemas: `["email.send"]`}),
+			want: API{QueueURL: q, LogLevel: slog.LevelInfo, Kinds: one}, wantErr: []string{"SQSWORKER_API_SCHEMAS is not a JSON object"},
+		},
+		{name: "details off", env: withKinds(map[string]string{EnvQueueURL: q, EnvAPIShowDetails: "false"}), want: API{QueueURL: q, LogLevel: slog.LevelInfo, Kinds: one}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := LoadAPI(env(tt.env))
 			checkErr(t, err, tt.wantErr)
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("LoadAPI = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"65536", 65536, true}, {"64KiB", 65536, true}, {"64 KiB", 65536, true}, {"1000KiB", 1000 << 10, true},
+		{"2", 2, true}, {"1", 0, false}, {"-5", 0, false}, {"1MiB", 0, false}, {"1012KiB", 1012 << 10, true},
+		{"1013KiB", 0, false}, {"64kb", 0, false}, {"", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
 	}
 }
 
