@@ -1,0 +1,115 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+)
+
+// maxReserveRounds bounds ReserveQueued's put-then-read rounds when the record it collided with
+// is gone (or expired) by the time it reads it.
+const maxReserveRounds = 3
+
+// ReserveQueued is the producer-side half of the worker's claim: it writes the queued record of a
+// job about to be enqueued, before its message is sent, with one conditional PutItem that
+// succeeds only when the key has no live record (none, or an expired one). It returns the record
+// and true when it wrote it; otherwise the key's live record, unchanged, and false. A caller
+// that enqueues on behalf of clients (functions/api) answers a repeated request with that
+// record's job id, refuses one whose PayloadHash differs, and sends only after a reservation.
+//
+// Unlike RecordQueued, which the producer calls after SQS accepted the message and which leaves
+// a live record alone, ReserveQueued tells the caller what it found. ExpiresAt defaults to At +
+// Config.CancelTTL (as RecordEnqueued). The record it collided with comes from the conditional
+// check's ALL_OLD item, or, on backends that do not return it, from a strongly consistent
+// GetItem (one read).
+//
+// If the send that follows fails, call ReleaseQueued, so that the key is free again.
+func (t *Table) ReserveQueued(ctx context.Context, j QueuedJob) (Job, bool, error) {
+	at, err := t.checkJob("QueuedJob", j.Kind, j.Key, j.JobID, j.At, j.ExpiresAt)
+	if err != nil {
+		return Job{}, false, err
+	}
+	if j.ExpiresAt.IsZero() {
+		j.ExpiresAt = at.Add(t.cancelTTL)
+	}
+	item := t.newItem(j.Kind, j.Key, idempotency.StateQueued, at, j.ExpiresAt)
+	item[idempotency.AttrJobID] = attrS(j.JobID)
+	if j.PayloadHash != "" {
+		item[idempotency.AttrHash] = attrS(j.PayloadHash)
+	}
+	pk := idempotency.ItemKey(j.Kind, j.Key)
+	for range maxReserveRounds {
+		now := t.now()
+		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           aws.String(t.table),
+			Item:                                item,
+			ConditionExpression:                 aws.String(absentOrExpired),
+			ExpressionAttributeNames:            map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": attrN(now.Unix())},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err == nil {
+			written, err := jobFromItem(item, now)
+			return written, true, err
+		}
+		if !errors.As(err, &ccf) {
+			return Job{}, false, fmt.Errorf("status: reserve %s/%s: %w", j.Kind, j.Key, err)
+		}
+		old := ccf.Item
+		if len(old) == 0 { // the backend did not return the item (kumo ignores ALL_OLD)
+			if old, err = t.getItem(ctx, pk); err != nil {
+				return Job{}, false, fmt.Errorf("status: reserve %s/%s: read the existing record: %w", j.Kind, j.Key, err)
+			}
+		}
+		if old == nil {
+			continue // deleted since the check: try again
+		}
+		cur, err := jobFromItem(old, t.now())
+		if err != nil {
+			return Job{}, false, err
+		}
+		if cur.Expired {
+			continue // expired since the check: it no longer counts
+		}
+		return cur, false, nil
+	}
+	return Job{}, false, fmt.Errorf("status: reserve %s/%s: the record kept changing (%d attempts)", j.Kind, j.Key, maxReserveRounds)
+}
+
+// ReleaseQueued undoes a ReserveQueued whose message could not be sent: it expires the key's
+// record (exp = now), so that every reader and writer treats the key as free and DynamoDB's TTL
+// deletes the item, provided the record is still that job's queued record. One conditional
+// UpdateItem; a record that moved on (a worker claimed it: the message was sent after all) or
+// belongs to another job is left alone, and that is not an error.
+func (t *Table) ReleaseQueued(ctx context.Context, kind, key, jobID string) error {
+	if err := validKindKey(kind, key); err != nil {
+		return err
+	}
+	if jobID == "" {
+		return fmt.Errorf("%w: job id is empty", ErrInvalid)
+	}
+	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(t.table),
+		Key:                 map[string]types.AttributeValue{idempotency.AttrPK: attrS(idempotency.ItemKey(kind, key))},
+		UpdateExpression:    aws.String("SET #exp = :now"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued AND #id = :id"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#id": idempotency.AttrJobID, "#exp": idempotency.AttrExpires,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": attrN(t.now().Unix()), ":queued": attrS(string(idempotency.StateQueued)), ":id": attrS(jobID),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("status: release %s/%s (job %s): %w", kind, key, jobID, err)
+	}
+	return nil
+}
