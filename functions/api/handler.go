@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,13 +14,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
-// Enqueuer sends a job known by its kind and JSON args. *producer.Producer implements it.
-type Enqueuer interface {
-	EnqueueRaw(ctx context.Context, kind string, args json.RawMessage, opts ...producer.Option) (producer.Result, error)
+// Producer builds and sends jobs. *producer.Producer implements it.
+type Producer interface {
+	PrepareRaw(ctx context.Context, kind string, args json.RawMessage, opts ...producer.Option) (producer.Message, error)
+	Send(ctx context.Context, msgs []producer.Message) ([]producer.Result, error)
+	FIFO() bool
 }
 
 // StatusReader reads a job's record by its id. *status.Table implements it.
@@ -27,24 +32,48 @@ type StatusReader interface {
 	GetByID(ctx context.Context, jobID string) (status.Job, error)
 }
 
+// Reserver writes a job's queued record before its message is sent, unless its key already has
+// one, and frees the key again when the send fails. *status.Table implements it.
+type Reserver interface {
+	ReserveQueued(ctx context.Context, j status.QueuedJob) (status.Job, bool, error)
+	ReleaseQueued(ctx context.Context, kind, key, jobID string) error
+}
+
 // API answers the function URL's requests: POST /jobs enqueues, GET /jobs/{id} reads a status.
 type API struct {
 	// Producer enqueues the jobs. Required.
-	Producer Enqueuer
+	Producer Producer
+	// Policy admits jobs: the allow-list of kinds, their args limits and schemas. Defaults to
+	// nil: nothing is enqueued (every POST answers 403).
+	Policy *Policy
 	// Status reads job records. Defaults to nil: GET /jobs/{id} answers 501.
 	Status StatusReader
-	// Logger receives server-side failures. Defaults to slog.Default().
+	// Reserver makes requests idempotent: each POST reserves its job key (the Idempotency-Key
+	// header, else the new job's id) before the send, so that a repeated key gets the first
+	// answer back (202, the same id) and a different body with that key 409. Defaults to nil:
+	// every request sends a new message (the worker's own idempotency still runs a key once).
+	Reserver Reserver
+	// ShowDetails makes GET /jobs/{id} show the key, the dead-letter reason, the last error and
+	// the stored result. Defaults to false: id, kind, state, attempts and timestamps only.
+	ShowDetails bool
+	// Logger receives server-side failures and refused requests. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock gives the reservations' time. Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // maxBodyBytes bounds a request body (SQS's own message limit is 1 MiB).
 const maxBodyBytes = 1 << 20
+
+// maxSQSDelay is SQS's per-message delay limit; the API has no scheduler for longer ones.
+const maxSQSDelay = 15 * time.Minute
 
 // enqueueRequest is POST /jobs's body.
 type enqueueRequest struct {
 	Kind  string          `json:"kind"`
 	Args  json.RawMessage `json:"args"`
 	Delay string          `json:"delay"`
+	Group string          `json:"group"`
 }
 
 // enqueueResponse is POST /jobs's answer.
@@ -54,27 +83,29 @@ type enqueueResponse struct {
 	StatusURL string `json:"status_url"`
 }
 
-// jobResponse is GET /jobs/{id}'s answer: the record without its claim internals.
+// jobResponse is GET /jobs/{id}'s answer: the record without its claim internals, and without
+// the details (key, reason, last error, result) unless ShowDetails.
 type jobResponse struct {
 	ID             string          `json:"id"`
 	Kind           string          `json:"kind"`
-	Key            string          `json:"key"`
 	State          string          `json:"state"`
-	Runs           int             `json:"runs"`
-	Reason         string          `json:"reason,omitempty"`
-	LastError      string          `json:"last_error,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
+	Attempts       int             `json:"attempts"`
 	FirstAttemptAt string          `json:"first_attempt_at,omitempty"`
 	LastAttemptAt  string          `json:"last_attempt_at,omitempty"`
 	UpdatedAt      string          `json:"updated_at,omitempty"`
 	ExpiresAt      string          `json:"expires_at,omitempty"`
 	RunAt          string          `json:"run_at,omitempty"`
 	Expired        bool            `json:"expired,omitempty"`
+	Key            string          `json:"key,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
 }
 
-// errorResponse is every error's body.
+// errorResponse is every error's body; Fields lists a schema's violations.
 type errorResponse struct {
-	Error string `json:"error"`
+	Error  string       `json:"error"`
+	Fields []FieldError `json:"fields,omitempty"`
 }
 
 // Handle serves one function URL request.
@@ -107,6 +138,22 @@ func (a *API) logger() *slog.Logger {
 	return slog.Default()
 }
 
+func (a *API) now() time.Time {
+	if a.Clock != nil {
+		return a.Clock()
+	}
+	return time.Now()
+}
+
+// caller names who signed the request (function URLs with AWS_IAM auth pass the IAM identity),
+// for the log.
+func caller(req events.LambdaFunctionURLRequest) slog.Attr {
+	if iam := req.RequestContext.Authorizer; iam != nil && iam.IAM != nil && iam.IAM.UserARN != "" {
+		return slog.String("caller", iam.IAM.UserARN)
+	}
+	return slog.String("caller", "")
+}
+
 func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
@@ -123,7 +170,7 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 		return reply(http.StatusUnsupportedMediaType, errorResponse{Error: fmt.Sprintf("content-type %q: send application/json", ct)})
 	}
 	var in enqueueRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		return badRequest(fmt.Sprintf(`the body is not a job: %v (want {"kind":"email.send","args":{…},"delay":"30s"})`, err))
@@ -134,29 +181,137 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 	if in.Kind == "" {
 		return badRequest(`"kind" is required`)
 	}
+	if err := jobs.ValidateKind(in.Kind); err != nil {
+		return badRequest(fmt.Sprintf(`"kind": %v`, err))
+	}
+	rule := a.Policy.rule(in.Kind)
+	if rule == nil {
+		a.logger().WarnContext(ctx, "api: kind not allowed", slog.String("kind", in.Kind), caller(req))
+		return reply(http.StatusForbidden, errorResponse{Error: fmt.Sprintf("kind %q may not be enqueued through this API: it is not on its allow-list (SQSWORKER_API_KINDS)", in.Kind)})
+	}
 	if len(in.Args) == 0 || string(in.Args) == "null" {
 		in.Args = json.RawMessage(`{}`)
+	}
+	if in.Args[0] != '{' {
+		return badRequest(`"args" must be a JSON object, such as {"to":"a@b.c"}`)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, in.Args); err != nil { // not reached: the decoder checked it
+		return badRequest(fmt.Sprintf(`"args": %v`, err))
+	}
+	args := compact.Bytes()
+	if len(args) > rule.maxArgs {
+		return reply(http.StatusRequestEntityTooLarge, errorResponse{Error: fmt.Sprintf("the args of %s are %d bytes (compacted JSON), above this kind's limit of %d", in.Kind, len(args), rule.maxArgs)})
+	}
+	if fields, err := rule.validate(args); err != nil {
+		a.logger().ErrorContext(ctx, "api: schema validation failed", slog.String("kind", in.Kind), slog.Any("error", err))
+		return reply(http.StatusInternalServerError, errorResponse{Error: "the args could not be validated"})
+	} else if len(fields) > 0 {
+		return reply(http.StatusBadRequest, errorResponse{
+			Error:  fmt.Sprintf("the args do not match the schema of %s: %s", in.Kind, describe(fields)),
+			Fields: fields,
+		})
 	}
 	var opts []producer.Option
 	if in.Delay != "" {
 		d, err := time.ParseDuration(in.Delay)
-		if err != nil || d < 0 {
+		switch {
+		case err != nil || d < 0:
 			return badRequest(fmt.Sprintf(`"delay" %q is not a non-negative Go duration such as "30s" or "10m"`, in.Delay))
+		case d > maxSQSDelay:
+			return badRequest(fmt.Sprintf(`"delay" %s is above SQS's 15-minute maximum (this API sends no delay through a scheduler)`, d))
+		case d > 0 && a.Producer.FIFO():
+			return badRequest(`"delay": the queue is a FIFO queue, which takes no per-message delay (this API sends no delay through a scheduler)`)
 		}
 		opts = append(opts, producer.WithDelay(d))
 	}
-	if key := header(req.Headers, "idempotency-key"); key != "" {
+	if in.Group != "" {
+		opts = append(opts, producer.WithGroupID(in.Group))
+	}
+	key := header(req.Headers, "idempotency-key")
+	if key != "" {
 		opts = append(opts, producer.WithKey(key))
 	}
-	res, err := a.Producer.EnqueueRaw(ctx, in.Kind, in.Args, opts...)
+	m, err := a.Producer.PrepareRaw(ctx, in.Kind, args, opts...)
 	if err != nil {
 		if errors.Is(err, producer.ErrInvalid) {
 			return badRequest(err.Error())
 		}
-		a.logger().ErrorContext(ctx, "enqueue failed", slog.String("kind", in.Kind), slog.Any("error", err))
+		a.logger().ErrorContext(ctx, "api: prepare failed", slog.String("kind", in.Kind), slog.Any("error", err))
+		return reply(http.StatusInternalServerError, errorResponse{Error: "the job could not be built"})
+	}
+	if a.Reserver != nil {
+		return a.enqueueReserved(ctx, req, m, args, opts)
+	}
+	return a.send(ctx, m, nil)
+}
+
+// enqueueReserved reserves the job's key in the job table before the send: a key seen before
+// gets the first job's answer (re-sent while that job is still queued, since its first send
+// may have been lost), or 409 when the payload differs.
+func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLRequest, m producer.Message, args []byte, opts []producer.Option) events.LambdaFunctionURLResponse {
+	hash, err := jobs.PayloadHash(m.Kind, args)
+	if err != nil { // not reached: args are valid JSON
+		return badRequest(fmt.Sprintf(`"args": %v`, err))
+	}
+	rec, created, err := a.Reserver.ReserveQueued(ctx, status.QueuedJob{Kind: m.Kind, Key: m.Key, JobID: m.ID, PayloadHash: hash, At: a.now()})
+	if err != nil {
+		a.logger().ErrorContext(ctx, "api: reserve the job key failed", slog.String("kind", m.Kind), slog.String("key", m.Key), slog.Any("error", err))
 		return reply(http.StatusBadGateway, errorResponse{Error: "the job could not be enqueued; try again"})
 	}
-	return reply(http.StatusAccepted, enqueueResponse{ID: res.ID, Key: res.Key, StatusURL: "/jobs/" + res.ID})
+	if created {
+		return a.send(ctx, m, func() {
+			if err := a.Reserver.ReleaseQueued(ctx, m.Kind, m.Key, m.ID); err != nil {
+				a.logger().ErrorContext(ctx, "api: release the job key after a failed send failed: the key stays taken until its record expires",
+					slog.String("kind", m.Kind), slog.String("key", m.Key), slog.String("job_id", m.ID), slog.Any("error", err))
+			}
+		})
+	}
+	switch {
+	case rec.JobID == "":
+		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q of %s names a record that is %s and belongs to no job: use another key", m.Key, m.Kind, rec.State)})
+	case rec.PayloadHash != "" && rec.PayloadHash != hash:
+		a.logger().InfoContext(ctx, "api: Idempotency-Key reused with another payload", slog.String("kind", m.Kind), slog.String("key", m.Key), caller(req))
+		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q was already used for a %s job with other args: "+
+			"repeat the first request's body to get its answer, or use a new key for a new job", m.Key, m.Kind)})
+	}
+	first := enqueueResponse{ID: rec.JobID, Key: rec.Key, StatusURL: "/jobs/" + rec.JobID}
+	if rec.State == idempotency.StateQueued {
+		// Not picked up yet, so the first request's message may never have reached SQS (a crash
+		// between the reservation and the send): send the same job again. The worker's claim
+		// runs its key once, whichever copy comes first.
+		again, err := a.Producer.PrepareRaw(ctx, m.Kind, args, append(opts[:len(opts):len(opts)], producer.WithID(rec.JobID))...)
+		if err != nil {
+			a.logger().ErrorContext(ctx, "api: prepare the repeated job failed", slog.String("job_id", rec.JobID), slog.Any("error", err))
+			return reply(http.StatusInternalServerError, errorResponse{Error: "the job could not be built"})
+		}
+		if resp := a.send(ctx, again, nil); resp.StatusCode != http.StatusAccepted {
+			return resp
+		}
+	}
+	resp := reply(http.StatusAccepted, first)
+	resp.Headers["Idempotent-Replayed"] = "true"
+	return resp
+}
+
+// send sends one prepared job and answers 202, or calls failed (when not nil) and answers 400
+// (a job SQS refused as invalid) or 502.
+func (a *API) send(ctx context.Context, m producer.Message, failed func()) events.LambdaFunctionURLResponse {
+	results, err := a.Producer.Send(ctx, []producer.Message{m})
+	if err == nil && len(results) == 1 {
+		err = results[0].Err
+	}
+	if err != nil {
+		if failed != nil {
+			failed()
+		}
+		if errors.Is(err, producer.ErrInvalid) {
+			return badRequest(err.Error())
+		}
+		a.logger().ErrorContext(ctx, "api: enqueue failed", slog.String("kind", m.Kind), slog.String("job_id", m.ID), slog.Any("error", err))
+		return reply(http.StatusBadGateway, errorResponse{Error: "the job could not be enqueued; try again"})
+	}
+	return reply(http.StatusAccepted, enqueueResponse{ID: m.ID, Key: m.Key, StatusURL: "/jobs/" + m.ID})
 }
 
 func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLResponse {
@@ -166,27 +321,35 @@ func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLRespon
 	if id == "" {
 		return badRequest("the job id is empty")
 	}
+	notFound := reply(http.StatusNotFound, errorResponse{Error: fmt.Sprintf("no job with id %q", id)})
 	job, err := a.Status.GetByID(ctx, id)
 	switch {
 	case errors.Is(err, status.ErrNotFound):
-		return reply(http.StatusNotFound, errorResponse{Error: fmt.Sprintf("no job with id %q", id)})
+		return notFound
 	case errors.Is(err, status.ErrInvalid):
 		return badRequest(err.Error())
 	case err != nil:
 		a.logger().ErrorContext(ctx, "status lookup failed", slog.String("job_id", id), slog.Any("error", err))
 		return reply(http.StatusBadGateway, errorResponse{Error: "the job's status could not be read; try again"})
 	}
+	if !a.Policy.Allowed(job.Kind) {
+		// Jobs of kinds this API does not enqueue are none of its callers' business: answered
+		// as unknown, so that their existence does not show either.
+		return notFound
+	}
 	out := jobResponse{
-		ID: job.JobID, Kind: job.Kind, Key: job.Key, State: string(job.State), Runs: job.Runs,
-		Reason: job.Reason, LastError: job.LastError,
+		ID: job.JobID, Kind: job.Kind, State: string(job.State), Attempts: job.Runs,
 		FirstAttemptAt: stamp(job.FirstAttemptAt), LastAttemptAt: stamp(job.LastAttemptAt),
 		UpdatedAt: stamp(job.UpdatedAt), ExpiresAt: stamp(job.ExpiresAt), RunAt: stamp(job.RunAt), Expired: job.Expired,
 	}
-	if job.Result != "" {
-		if json.Valid([]byte(job.Result)) {
-			out.Result = json.RawMessage(job.Result)
-		} else {
-			out.Result, _ = json.Marshal(job.Result)
+	if a.ShowDetails {
+		out.Key, out.Reason, out.LastError = job.Key, job.Reason, job.LastError
+		if job.Result != "" {
+			if json.Valid([]byte(job.Result)) {
+				out.Result = json.RawMessage(job.Result)
+			} else {
+				out.Result, _ = json.Marshal(job.Result)
+			}
 		}
 	}
 	return reply(http.StatusOK, out)

@@ -3,13 +3,20 @@
 //	POST /jobs       {"kind":"email.send","args":{…},"delay":"30s"}  → 202 {"id","key","status_url"}
 //	GET  /jobs/{id}  → 200 the job's status (404 unknown; 501 without SQSWORKER_TABLE)
 //
-// The Idempotency-Key header becomes the job's key. It is configured from its environment
-// (SQSWORKER_QUEUE_URL required, SQSWORKER_TABLE, SQSWORKER_LOG_LEVEL); each missing or invalid
-// setting is reported on its own line on stderr, and the process exits with status 1.
+// It admits only the kinds of its allow-list (SQSWORKER_API_KINDS, required), each with a limit
+// on its args' size and optionally a JSON Schema (SQSWORKER_API_SCHEMAS). The Idempotency-Key
+// header becomes the job's key; with a job table (SQSWORKER_TABLE) a repeated key gets the first
+// answer, and the same key with another body 409. GET shows the key, result, last error and
+// reason only with SQSWORKER_API_SHOW_DETAILS. See docs/FUNCTIONS.md.
+//
+// It is configured from its environment; each missing or invalid setting (a schema that does
+// not compile included) is reported on its own line on stderr, and the process exits with
+// status 1.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,7 +60,8 @@ func main() {
 // environment asks for it (nil otherwise). The error has one line per problem.
 func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Setup, error) {
 	cfg, err := config.LoadAPI(getenv)
-	if err != nil {
+	policy, perr := NewPolicy(cfg, os.ReadFile)
+	if err := errors.Join(err, perr); err != nil {
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
@@ -74,13 +82,20 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	if err != nil {
 		return nil, nil, err
 	}
-	api := &API{Producer: prod, Logger: logger}
+	api := &API{Producer: prod, Policy: policy, ShowDetails: cfg.ShowDetails, Logger: logger}
 	if cfg.Table != "" {
 		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
 		if err != nil {
 			return nil, nil, err
 		}
-		api.Status = t
+		api.Status, api.Reserver = t, t
 	}
+	kinds := make([]string, len(cfg.Kinds))
+	for i, k := range cfg.Kinds {
+		kinds[i] = k.Kind
+	}
+	logger.Info("sqsworker api ready", slog.String("queue_url", cfg.QueueURL), slog.String("table", cfg.Table),
+		slog.Any("kinds", kinds), slog.Int("schemas", len(cfg.Schemas)), slog.Bool("show_details", cfg.ShowDetails),
+		slog.Bool("tracing", ot != nil))
 	return api, ot, nil
 }
