@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/status"
+)
+
+// stack is a queue and a job table on the embedded emulator, and an API on them.
+type stack struct {
+	api      *API
+	sqs      *sqs.Client
+	queueURL string
+	table    *status.Table
+	store    *idempotency.DynamoDBStore
+	failSend *atomic.Int32 // SendMessageBatch calls left to fail
+}
+
+// flakySQS fails the next n SendMessageBatch calls, as an SQS outage would.
+type flakySQS struct {
+	*sqs.Client
+	fail *atomic.Int32
+}
+
+func (f flakySQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.Client.SendMessageBatch(ctx, in, o...)
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	ctx := context.Background()
+	backend := awslocaltest.Backend(t)
+	name := awslocal.UniqueName("api")
+	client := sqs.NewFromConfig(backend.Config)
+	st, err := awslocal.Provision(ctx, client, awslocal.StackOptions{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb := backend.DynamoDB()
+	tableName, err := awslocal.ProvisionTable(ctx, ddb, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := status.New(status.Config{Client: ddb, Table: tableName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: tableName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := &atomic.Int32{}
+	prod, err := producer.New(producer.Config{SQS: flakySQS{client, fail}, QueueURL: st.QueueURL, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &API{Producer: prod, Policy: testPolicy(t, testKinds), Status: tbl, Reserver: tbl,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &stack{api: api, sqs: client, queueURL: st.QueueURL, table: tbl, store: store, failSend: fail}
+}
+
+// post sends POST /jobs with body and, when not empty, an Idempotency-Key.
+func (s *stack) post(t *testing.T, key, body string) events.LambdaFunctionURLResponse {
+	t.Helper()
+	h := map[string]string{"content-type": "application/json"}
+	if key != "" {
+		h["idempotency-key"] = key
+	}
+	resp, err := s.api.Handle(context.Background(), request("POST", "/jobs", body, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// accepted checks a 202 and returns its id.
+func accepted(t *testing.T, resp events.LambdaFunctionURLResponse) enqueueResponse {
+	t.Helper()
+	var r enqueueResponse
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d (%s), want 202", resp.StatusCode, resp.Body)
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &r); err != nil || r.ID == "" {
+		t.Fatalf("body %s: %v", resp.Body, err)
+	}
+	return r
+}
+
+// drain receives every message on the queue (deleting them) and returns their job ids.
+func (s *stack) drain(t *testing.T) []string {
+	t.Helper()
+	var ids []string
+	for {
+		out, err := s.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &s.queueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return ids
+		}
+		for _, m := range out.Messages {
+			env, err := jobs.ParseEnvelope(aws.ToString(m.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, env.ID)
+			if _, err := s.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &s.queueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestIdempotentRequests runs repeated requests through the handler against the embedded
+// emulator's SQS and DynamoDB: a repeated Idempotency-Key with the same body gets the first
+// answer (202, same id) — re-sent while the job is queued, not once a worker has it — and with
+// another body 409, with nothing sent.
+func TestIdempotentRequests(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	const body = `{"kind":"email.send","args":{"to":"ada@example.com","subject":"welcome"}}`
+
+	first := accepted(t, s.post(t, "welcome-ada", body))
+	if first.Key != "welcome-ada" {
+		t.Errorf("key %q, want welcome-ada", first.Key)
+	}
+	rec, err := s.table.Get(context.Background(), "email.send", "welcome-ada")
+	if err != nil || rec.State != idempotency.StateQueued || rec.JobID != first.ID || rec.PayloadHash == "" {
+		t.Fatalf("the reservation: %+v, %v", rec.Record, err)
+	}
+	if ids := s.drain(t); len(ids) != 1 || ids[0] != first.ID {
+		t.Fatalf("queue holds %v, want [%s]", ids, first.ID)
+	}
+
+	// Same key, same body (other key order and spacing): the first answer, marked as a replay;
+	// still queued, so the job is sent again with the same id.
+	resp := s.post(t, "welcome-ada", `{"args":{ "subject":"welcome", "to":"ada@example.com" },"kind":"email.send"}`)
+	if again := accepted(t, resp); again.ID != first.ID || again.Key != "welcome-ada" {
+		t.Fatalf("repeat: %+v, want id %s", again, first.ID)
+	}
+	if resp.Headers["Idempotent-Replayed"] != "true" {
+		t.Errorf("headers %v: want Idempotent-Replayed: true", resp.Headers)
+	}
+	if ids := s.drain(t); len(ids) != 1 || ids[0] != first.ID {
+		t.Fatalf("after the repeat the queue holds %v, want the same job again [%s]", ids, first.ID)
+	}
+
+	// Another body with that key: 409, nothing sent, the record unchanged.
+	resp = s.post(t, "welcome-ada", `{"kind":"email.send","args":{"to":"bob@example.com"}}`)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, `Idempotency-Key \"welcome-ada\" was already used for a email.send job with other args`) {
+		t.Fatalf("other body: %d %s, want 409", resp.StatusCode, resp.Body)
+	}
+	if ids := s.drain(t); len(ids) != 0 {
+		t.Fatalf("a refused request sent %v", ids)
+	}
+
+	// A worker claims the job and finishes it: repeats still get the first answer, and nothing
+	// more is sent.
+	now := time.Now()
+	cr, err := s.store.Claim(context.Background(), idempotency.ClaimRequest{Kind: "email.send", Key: "welcome-ada", JobID: first.ID,
+		PayloadHash: rec.PayloadHash, Token: "tok", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err != nil || !cr.Claimed {
+		t.Fatalf("the worker's claim of the API's record: %+v, %v", cr, err)
+	}
+	if err := s.store.Finish(context.Background(), idempotency.Finish{Kind: "email.send", Key: "welcome-ada", Token: "tok",
+		State: idempotency.StateSucceeded, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if again := accepted(t, s.post(t, "welcome-ada", body)); again.ID != first.ID {
+		t.Fatalf("repeat after success: id %s, want %s", again.ID, first.ID)
+	}
+	if ids := s.drain(t); len(ids) != 0 {
+		t.Fatalf("a repeat of a job the worker has sent %v", ids)
+	}
+
+	// GET shows the job, from the same table.
+	got, err := s.api.Handle(context.Background(), request("GET", "/jobs/"+first.ID, "", nil))
+	if err != nil || got.StatusCode != http.StatusOK || !strings.Contains(got.Body, `"state":"succeeded","attempts":1`) {
+		t.Fatalf("GET: %d %s %v", got.StatusCode, got.Body, err)
+	}
+
+	// Without a key, each request is a job of its own.
+	a := accepted(t, s.post(t, "", body))
+	b := accepted(t, s.post(t, "", body))
+	if a.ID == b.ID || a.Key != a.ID || b.Key != b.ID {
+		t.Fatalf("unkeyed requests: %+v and %+v, want two jobs keyed by their ids", a, b)
+	}
+	if ids := s.drain(t); len(ids) != 2 {
+		t.Fatalf("unkeyed requests sent %v, want 2", ids)
+	}
+}
+
+// TestIdempotentRequestSendFails: when SQS refuses the send, the caller gets 502 and the key is
+// free again (the reservation released), so a retry, even with another body, is a new job.
+func TestIdempotentRequestSendFails(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.failSend.Store(1)
+	resp := s.post(t, "report-q4", `{"kind":"report.build","args":{"name":"q4"}}`)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d (%s), want 502", resp.StatusCode, resp.Body)
+	}
+	if rec, err := s.table.Get(context.Background(), "report.build", "report-q4"); err != nil || !rec.Expired {
+		t.Fatalf("after the failed send the record is %+v (expired %v), %v; want it released", rec.Record, rec.Expired, err)
+	}
+	retry := accepted(t, s.post(t, "report-q4", `{"kind":"report.build","args":{"name":"q4-final"}}`))
+	if ids := s.drain(t); len(ids) != 1 || ids[0] != retry.ID {
+		t.Fatalf("queue holds %v, want [%s]", ids, retry.ID)
+	}
+}
+
+// TestIdempotentRequestLostSend: a reservation whose message never reached SQS (the function
+// died between the two) is completed by the next repeat of the request.
+func TestIdempotentRequestLostSend(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	hash, err := jobs.PayloadHash("report.build", []byte(`{"name":"q4"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := s.table.ReserveQueued(context.Background(), status.QueuedJob{Kind: "report.build", Key: "report-q4",
+		JobID: "01LOSTSEND", PayloadHash: hash}); err != nil || !created {
+		t.Fatal(created, err)
+	}
+	if r := accepted(t, s.post(t, "report-q4", `{"kind":"report.build","args":{"name":"q4"}}`)); r.ID != "01LOSTSEND" {
+		t.Fatalf("id %s, want the reserved job 01LOSTSEND", r.ID)
+	}
+	if ids := s.drain(t); len(ids) != 1 || ids[0] != "01LOSTSEND" {
+		t.Fatalf("queue holds %v, want the reserved job sent", ids)
+	}
+}
