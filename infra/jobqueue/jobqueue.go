@@ -18,8 +18,8 @@ import (
 )
 
 // JobQueue is a deployed job system. Each feature area lives in its own file: queues.go,
-// table.go, worker.go, scheduling.go, alarms.go, dashboard.go, outputs.go; New calls them in
-// order.
+// table.go, worker.go, scheduling.go, alarms.go, dashboard.go, api.go, outputs.go; New calls
+// them in order.
 type JobQueue struct {
 	constructs.Construct
 	Props         Props // with defaults applied
@@ -35,6 +35,7 @@ type JobQueue struct {
 	AlarmTopic    awssns.Topic
 	Alarms        []awscloudwatch.Alarm
 	Dashboard     awscloudwatch.Dashboard
+	Api           *Api // nil unless Props.Api: the HTTP producer (api.go)
 }
 
 func secs(d interface{ Seconds() float64 }) awscdk.Duration {
@@ -60,6 +61,7 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	jq.grantWorker()
 	jq.alarms()
 	jq.dashboard()
+	jq.api()
 	jq.outputs()
 	return jq, nil
 }

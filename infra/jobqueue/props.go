@@ -104,6 +104,10 @@ type Props struct {
 	RecursiveLoop awslambda.RecursiveLoop
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
+
+	// Api, when set, deploys the HTTP producer (functions/api) behind a function URL: see
+	// ApiProps (api.go). Defaults to nil: no API.
+	Api *ApiProps
 }
 
 // Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).
@@ -238,6 +242,9 @@ func (p Props) Validate() error {
 	}
 	if p.Concurrency < 0 {
 		bad("Concurrency=%d must not be negative", p.Concurrency)
+	}
+	if p.Api != nil {
+		errs = append(errs, p.Api.validate()...)
 	}
 	return errors.Join(errs...)
 }

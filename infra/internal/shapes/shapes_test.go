@@ -3,6 +3,7 @@ package shapes
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sqsworker/sqsworker/infra/internal/testasset"
@@ -12,7 +13,8 @@ var asset string
 
 func TestMain(m *testing.M) { testasset.Main(m, &asset) }
 
-// TestSynth: every shape synthesizes to a template holding the worker and its event source.
+// TestSynth: every shape synthesizes to a template holding the worker and its event source, and
+// the API's function and URL in the API shapes.
 func TestSynth(t *testing.T) {
 	paths, err := Synth(t.TempDir(), "../../cdk.json", asset)
 	if err != nil {
@@ -36,7 +38,11 @@ func TestSynth(t *testing.T) {
 		for _, r := range tmpl.Resources {
 			n[r.Type]++
 		}
-		if n["AWS::Lambda::Function"] != 1 || n["AWS::Lambda::EventSourceMapping"] != 1 || n["AWS::SQS::Queue"] < 2 {
+		api := 0
+		if strings.Contains(p, "shape-api") {
+			api = 1
+		}
+		if n["AWS::Lambda::Function"] != 1+api || n["AWS::Lambda::Url"] != api || n["AWS::Lambda::EventSourceMapping"] != 1 || n["AWS::SQS::Queue"] < 2 {
 			t.Errorf("%s: resources %v", p, n)
 		}
 	}

@@ -1,5 +1,6 @@
-// Package testasset gives the infra tests what synthesizing a stack needs from outside: a worker
-// asset (a zip holding a stub bootstrap, since the tests never run it) and a quiet jsii.
+// Package testasset gives the infra tests what synthesizing a stack needs from outside: the
+// function assets (zips holding a stub bootstrap, since the tests never run them: the worker's,
+// and beside it the API's, ApiZip) and a quiet jsii.
 package testasset
 
 import (
@@ -25,8 +26,9 @@ func Main(m *testing.M, zipPath *string) {
 	os.Exit(code)
 }
 
-// Setup quiets jsii's warning about Node 20 and writes a stub worker zip into a new temporary
-// directory. It returns the zip's path and a function that removes the directory.
+// Setup quiets jsii's warning about Node 20 and writes a stub worker zip, and the API's beside it
+// (ApiZip), into a new temporary directory. It returns the worker zip's path and a function that
+// removes the directory.
 func Setup() (zipPath string, cleanup func(), err error) {
 	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 	dir, err := os.MkdirTemp("", "infra-test")
@@ -34,15 +36,20 @@ func Setup() (zipPath string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	zipPath = filepath.Join(dir, "worker-arm64.zip")
-	if err := WriteWorkerZip(zipPath); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
+	for _, p := range []string{zipPath, ApiZip(zipPath)} {
+		if err := WriteWorkerZip(p); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
 	}
 	return zipPath, func() { os.RemoveAll(dir) }, nil
 }
 
+// ApiZip returns the path of the stub API zip Setup writes beside the worker zip workerZip.
+func ApiZip(workerZip string) string { return filepath.Join(filepath.Dir(workerZip), "api-arm64.zip") }
+
 // WriteWorkerZip writes a zip holding an executable stub named bootstrap, the shape of the
-// worker asset `make build` produces.
+// function assets `make build` produces.
 func WriteWorkerZip(path string) error {
 	f, err := os.Create(path)
 	if err != nil {

@@ -11,14 +11,16 @@ func TestSetupWritesAnExecutableBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zr, err := zip.OpenReader(path)
-	if err != nil {
-		t.Fatal(err)
+	for _, p := range []string{path, ApiZip(path)} {
+		zr, err := zip.OpenReader(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(zr.File) != 1 || zr.File[0].Name != "bootstrap" || zr.File[0].Mode().Perm()&0o100 == 0 {
+			t.Errorf("%s holds %d files, first %q mode %v; want one executable bootstrap", p, len(zr.File), zr.File[0].Name, zr.File[0].Mode())
+		}
+		zr.Close()
 	}
-	if len(zr.File) != 1 || zr.File[0].Name != "bootstrap" || zr.File[0].Mode().Perm()&0o100 == 0 {
-		t.Errorf("zip holds %d files, first %q mode %v; want one executable bootstrap", len(zr.File), zr.File[0].Name, zr.File[0].Mode())
-	}
-	zr.Close()
 	cleanup()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("cleanup left %s: %v", path, err)

@@ -1,0 +1,450 @@
+package jobqueue
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// Defaults and limits of ApiProps.
+const (
+	DefaultApiAsset               = "../dist/api-arm64.zip"
+	DefaultApiMemoryMB            = 256
+	DefaultApiTimeout             = 10 * time.Second
+	DefaultApiReservedConcurrency = 10
+	// ApiMaxArgsBytesLimit is the largest args limit functions/api accepts (its
+	// config.MaxArgsBytesLimit: SQS's 1 MiB less 8 KiB for the worker and 4 KiB of envelope).
+	ApiMaxArgsBytesLimit = 1<<20 - 12<<10
+	// ApiSchemaMount is where Lambda mounts the schema layer (ApiProps.SchemaDir): /opt.
+	ApiSchemaMount = "/opt"
+	// apiEnvBudget is what the API's variables may take of Lambda's 4 KB for all of a
+	// function's environment (the queue URL and table name are counted at their longest).
+	apiEnvBudget = 4096 - 512
+)
+
+// Environment variables of the API function (functions/internal/config).
+const (
+	EnvAPIKinds        = "SQSWORKER_API_KINDS"
+	EnvAPIMaxArgsBytes = "SQSWORKER_API_MAX_ARGS_BYTES"
+	EnvAPISchemas      = "SQSWORKER_API_SCHEMAS"
+	EnvAPIShowDetails  = "SQSWORKER_API_SHOW_DETAILS"
+)
+
+// Alarm suffixes of the API (AlarmName(Name, suffix)); shorter than the longest worker alarm's,
+// so they put no new limit on Name.
+const (
+	AlarmApi5xx       = "api-5xx"
+	AlarmApiThrottles = "api-throttles"
+)
+
+// ApiPublicUrlRule is the id of the cdk-nag finding an ApiProps.AuthType NONE raises on the
+// function URL (an error, in the construct's own pack "Sqsworker"): the stack synthesizes only
+// once it is suppressed with a reason, NagSuppressions.AddResourceSuppressions(jq.Api.Url, …).
+const ApiPublicUrlRule = "Sqsworker-ApiPublicUrl"
+
+// ApiTableActions (on the table) and ApiIndexActions (on the by_id index) are what the API
+// function calls on the job table when its status is on: pkg/status Table.GetByID (GET
+// /jobs/{id}) queries by_id and reads the items with BatchGetItem; ReserveQueued (each POST)
+// is a conditional PutItem, plus a GetItem where a backend does not return the old item with the
+// conditional failure; ReleaseQueued (after a failed send) is an UpdateItem.
+var (
+	ApiTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+	ApiIndexActions = []string{"dynamodb:Query"}
+)
+
+// ApiProps deploys functions/api, the HTTP producer (POST /jobs, GET /jobs/{id}), behind a
+// Lambda function URL. Deny by default: only Kinds are enqueued, the URL takes only SigV4-signed
+// requests of principals given GrantInvokeApi, and GET shows no job details.
+type ApiProps struct {
+	// Kinds is the allow-list: the only kinds POST /jobs enqueues. Required, at least one.
+	Kinds []ApiKind
+	// MaxArgsBytes limits the args (compacted JSON) of the kinds without a limit of their own.
+	// Defaults to 0: the function's default, 64 KiB.
+	MaxArgsBytes int
+	// SchemaDir is a directory deployed as a Lambda layer, so its files are under /opt: the
+	// ApiKind.SchemaFile paths are relative to it. Defaults to "": no layer.
+	SchemaDir string
+	// AuthType of the function URL. Defaults to awslambda.FunctionUrlAuthType_AWS_IAM:
+	// SigV4-signed requests of principals with lambda:InvokeFunctionUrl (GrantInvokeApi).
+	// FunctionUrlAuthType_NONE makes the URL public, only when set explicitly, and then raises
+	// the cdk-nag error ApiPublicUrlRule, which must be suppressed with a reason.
+	AuthType awslambda.FunctionUrlAuthType
+	// ReservedConcurrency throttles the API: at most this many requests run at once, the rest
+	// get 429 from Lambda (the api-throttles alarm). Defaults to 10.
+	ReservedConcurrency int
+	// ShowDetails lets GET /jobs/{id} show the key, the last error, the stored result and the
+	// dead-letter reason (SQSWORKER_API_SHOW_DETAILS). Defaults to false.
+	ShowDetails bool
+	// DisableStatus deploys the API without the job table: GET /jobs/{id} answers 501 and a
+	// repeated Idempotency-Key is not recognised by the API (the worker still runs a key once).
+	// Defaults to false: SQSWORKER_TABLE is set and the function gets ApiTableActions and
+	// ApiIndexActions.
+	DisableStatus bool
+	// Asset is the API zip `make build` writes (default ../dist/api-arm64.zip).
+	Asset string
+	// MemoryMB of the function (default 256) and its Timeout (default 10s, whole seconds up to
+	// 15m).
+	MemoryMB int
+	Timeout  time.Duration
+	// LogLevel is passed as SQSWORKER_LOG_LEVEL when set.
+	LogLevel string
+}
+
+// ApiKind is one allowed kind.
+type ApiKind struct {
+	// Kind is the job kind. Required.
+	Kind string
+	// MaxArgsBytes limits its args (compacted JSON). Defaults to ApiProps.MaxArgsBytes.
+	MaxArgsBytes int
+	// Schema is an inline JSON Schema document its args must match (it counts against Lambda's
+	// 4 KB environment; use SchemaFile for large ones). Defaults to none.
+	Schema string
+	// SchemaFile is a schema file's path relative to ApiProps.SchemaDir. Defaults to none.
+	SchemaFile string
+}
+
+// Api is the deployed HTTP producer (JobQueue.Api; nil when Props.Api is nil).
+type Api struct {
+	Function awslambda.Function
+	Url      awslambda.FunctionUrl
+	Role     awsiam.Role
+	LogGroup awslogs.LogGroup
+	// Schemas is the layer of ApiProps.SchemaDir, or nil.
+	Schemas awslambda.LayerVersion
+}
+
+func (a ApiProps) withDefaults() ApiProps {
+	if a.Asset == "" {
+		a.Asset = DefaultApiAsset
+	}
+	if a.MemoryMB == 0 {
+		a.MemoryMB = DefaultApiMemoryMB
+	}
+	if a.Timeout == 0 {
+		a.Timeout = DefaultApiTimeout
+	}
+	if a.ReservedConcurrency == 0 {
+		a.ReservedConcurrency = DefaultApiReservedConcurrency
+	}
+	if a.AuthType == "" {
+		a.AuthType = awslambda.FunctionUrlAuthType_AWS_IAM
+	}
+	return a
+}
+
+// validKind mirrors pkg/jobs.ValidateKind: ^[a-z0-9][a-z0-9._:-]{0,127}$.
+func validKind(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && strings.IndexByte("._:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validate reports every rule a breaks. It also checks the API's own inputs on disk: the asset
+// and the schema files (each must be a JSON object or boolean), so that a missing one fails here
+// with its name rather than as a jsii error or a cold-start exit.
+func (a ApiProps) validate() []error {
+	a = a.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jobqueue: Api."+format, args...)) }
+	if len(a.Kinds) == 0 {
+		bad("Kinds is empty: list the kinds the API may enqueue (deny by default: it enqueues nothing else)")
+	}
+	if _, err := os.Stat(a.Asset); err != nil {
+		bad("Asset %s is missing: run `make build` at the repository root first (%v)", a.Asset, err)
+	}
+	if a.AuthType != awslambda.FunctionUrlAuthType_AWS_IAM && a.AuthType != awslambda.FunctionUrlAuthType_NONE {
+		bad("AuthType=%q must be awslambda.FunctionUrlAuthType_AWS_IAM or FunctionUrlAuthType_NONE", a.AuthType)
+	}
+	if a.ReservedConcurrency < 1 || a.ReservedConcurrency > 1000 {
+		bad("ReservedConcurrency=%d must be between 1 and 1000", a.ReservedConcurrency)
+	}
+	if a.MemoryMB < 128 || a.MemoryMB > 10240 {
+		bad("MemoryMB=%d must be between 128 and 10240", a.MemoryMB)
+	}
+	if a.Timeout < time.Second || a.Timeout > 15*time.Minute || a.Timeout%time.Second != 0 {
+		bad("Timeout=%s must be whole seconds between 1s and 15m", a.Timeout)
+	}
+	size := func(what string, n int) {
+		if n != 0 && (n < 2 || n > ApiMaxArgsBytesLimit) {
+			bad("%s=%d must be between 2 and %d bytes", what, n, ApiMaxArgsBytesLimit)
+		}
+	}
+	size("MaxArgsBytes", a.MaxArgsBytes)
+	if a.SchemaDir != "" {
+		if st, err := os.Stat(a.SchemaDir); err != nil || !st.IsDir() {
+			bad("SchemaDir %s is not a directory (%v)", a.SchemaDir, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, k := range a.Kinds {
+		if !validKind(k.Kind) {
+			bad("Kinds[%d].Kind=%q is not a kind (^[a-z0-9][a-z0-9._:-]{0,127}$)", i, k.Kind)
+		}
+		if seen[k.Kind] {
+			bad("Kinds[%d]: kind %q is listed twice", i, k.Kind)
+		}
+		seen[k.Kind] = true
+		size(fmt.Sprintf("Kinds[%d].MaxArgsBytes", i), k.MaxArgsBytes)
+		switch {
+		case k.Schema != "" && k.SchemaFile != "":
+			bad("Kinds[%d] (%s) has both Schema and SchemaFile: choose one", i, k.Kind)
+		case k.Schema != "":
+			if err := checkSchema([]byte(k.Schema)); err != nil {
+				bad("Kinds[%d].Schema (%s): %v", i, k.Kind, err)
+			}
+		case k.SchemaFile != "":
+			rel := filepath.ToSlash(k.SchemaFile)
+			if a.SchemaDir == "" {
+				bad("Kinds[%d].SchemaFile (%s) needs SchemaDir, the directory it is relative to", i, k.Kind)
+				continue
+			}
+			if path.IsAbs(rel) || path.Clean(rel) != rel || strings.HasPrefix(rel, "../") || rel == ".." {
+				bad("Kinds[%d].SchemaFile=%q must be a clean path relative to SchemaDir", i, k.SchemaFile)
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(a.SchemaDir, filepath.FromSlash(rel)))
+			if err == nil {
+				err = checkSchema(b)
+			}
+			if err != nil {
+				bad("Kinds[%d].SchemaFile (%s): %v", i, k.Kind, err)
+			}
+		}
+	}
+	if n := envSize(a.environment("https://sqs.xx-xxxxxxxxx-1.amazonaws.com/123456789012/"+strings.Repeat("q", 80), strings.Repeat("t", 255))); n > apiEnvBudget {
+		bad("Kinds: the API's environment would be about %d bytes, above Lambda's 4 KB for all variables: move the larger inline schemas to SchemaDir files", n)
+	}
+	return errs
+}
+
+// checkSchema checks that b is a JSON object or boolean (the function compiles it at cold start).
+func checkSchema(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return errors.New("not valid JSON")
+	}
+	if b[0] != '{' && string(b) != "true" && string(b) != "false" {
+		return errors.New("a JSON Schema is an object or a boolean")
+	}
+	return nil
+}
+
+// environment returns the API's variables for a queue URL and a table name ("" with
+// DisableStatus).
+func (a ApiProps) environment(queueURL, table string) map[string]string {
+	env := map[string]string{EnvQueueURL: queueURL}
+	if !a.DisableStatus {
+		env[EnvTable] = table
+	}
+	kinds := make([]string, len(a.Kinds))
+	schemas := map[string]json.RawMessage{}
+	for i, k := range a.Kinds {
+		kinds[i] = k.Kind
+		if k.MaxArgsBytes != 0 {
+			kinds[i] += "=" + strconv.Itoa(k.MaxArgsBytes)
+		}
+		switch {
+		case k.Schema != "":
+			var buf bytes.Buffer
+			if json.Compact(&buf, []byte(k.Schema)) == nil {
+				schemas[k.Kind] = buf.Bytes()
+			}
+		case k.SchemaFile != "":
+			b, _ := json.Marshal(ApiSchemaMount + "/" + filepath.ToSlash(k.SchemaFile))
+			schemas[k.Kind] = b
+		}
+	}
+	env[EnvAPIKinds] = strings.Join(kinds, ",")
+	if len(schemas) > 0 {
+		b, _ := json.Marshal(schemas) // sorted keys: a stable template
+		env[EnvAPISchemas] = string(b)
+	}
+	if a.MaxArgsBytes != 0 {
+		env[EnvAPIMaxArgsBytes] = strconv.Itoa(a.MaxArgsBytes)
+	}
+	if a.ShowDetails {
+		env[EnvAPIShowDetails] = "true"
+	}
+	if a.LogLevel != "" {
+		env[EnvLogLevel] = a.LogLevel
+	}
+	return env
+}
+
+// envSize is the size Lambda counts for env: keys and values.
+func envSize(env map[string]string) int {
+	n := 0
+	for k, v := range env {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// api builds the HTTP producer when Props.Api is set: the function with its allow-list, its
+// role and log group, the function URL, its grants and alarms, and the output JobsApiUrl.
+func (jq *JobQueue) api() {
+	if jq.Props.Api == nil {
+		return
+	}
+	a := jq.Props.Api.withDefaults()
+	p := jq.Props
+	c := constructs.NewConstruct(jq.Construct, jsii.String("Api"))
+	api := &Api{}
+	jq.Api = api
+
+	api.LogGroup = awslogs.NewLogGroup(c, jsii.String("Logs"), &awslogs.LogGroupProps{
+		Retention:     p.LogRetention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	// Its own role, without the AWSLambdaBasicExecutionRole managed policy: it may write only to
+	// its log group, send to the queue, and (status on) make the table calls of ApiTableActions.
+	api.Role = awsiam.NewRole(c, jsii.String("Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("sqsworker HTTP producer " + p.Name),
+	})
+	api.LogGroup.GrantWrite(api.Role)
+
+	envStr := a.environment(*jq.Queue.QueueUrl(), *jq.Table.TableName())
+	env := make(map[string]*string, len(envStr))
+	for k, v := range envStr {
+		env[k] = jsii.String(v)
+	}
+	fnProps := &awslambda.FunctionProps{
+		Role:                         api.Role,
+		LogGroup:                     api.LogGroup,
+		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:                 awslambda.Architecture_ARM_64(),
+		Handler:                      jsii.String("bootstrap"),
+		Code:                         awslambda.Code_FromAsset(jsii.String(a.Asset), nil),
+		MemorySize:                   jsii.Number(float64(a.MemoryMB)),
+		Timeout:                      secs(a.Timeout),
+		Environment:                  &env,
+		ReservedConcurrentExecutions: jsii.Number(float64(a.ReservedConcurrency)),
+		Description:                  jsii.String("sqsworker HTTP producer: POST /jobs, GET /jobs/{id}"),
+	}
+	if a.SchemaDir != "" {
+		api.Schemas = awslambda.NewLayerVersion(c, jsii.String("Schemas"), &awslambda.LayerVersionProps{
+			Code:                    awslambda.Code_FromAsset(jsii.String(a.SchemaDir), nil),
+			CompatibleArchitectures: &[]awslambda.Architecture{awslambda.Architecture_ARM_64()},
+			CompatibleRuntimes:      &[]awslambda.Runtime{awslambda.Runtime_PROVIDED_AL2023()},
+			Description:             jsii.String("JSON Schemas of the sqsworker API's kinds (under /opt)"),
+			RemovalPolicy:           awscdk.RemovalPolicy_DESTROY,
+		})
+		fnProps.Layers = &[]awslambda.ILayerVersion{api.Schemas}
+	}
+	api.Function = awslambda.NewFunction(c, jsii.String("Function"), fnProps)
+	api.Url = api.Function.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: a.AuthType})
+	if a.AuthType == awslambda.FunctionUrlAuthType_NONE {
+		awscdk.Aspects_Of(c).Add(newPublicURLPack(api.Url), nil)
+	}
+
+	// Sending is all it needs of GrantEnqueue: it refuses delays beyond SQS's 15 minutes, so it
+	// never schedules (no Scheduler actions, no iam:PassRole).
+	jq.grantSend(jq.Queue, api.Function)
+	if !a.DisableStatus {
+		table := jq.Table.TableArn()
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: api.Function, Actions: jsii.Strings(ApiTableActions...), ResourceArns: &[]*string{table},
+		})
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: api.Function, Actions: jsii.Strings(ApiIndexActions...), ResourceArns: jsii.Strings(*table + "/index/" + IndexByID),
+		})
+	}
+
+	sumOver := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
+	jq.alarm("Api5xxAlarm", AlarmApi5xx, "The HTTP producer answered 5xx: SQS or DynamoDB failed (the function's log says which), or the function failed or timed out.",
+		api.Function.Metric(jsii.String("Url5xxCount"), sumOver), 1)
+	jq.alarm("ApiThrottlesAlarm", AlarmApiThrottles, "The HTTP producer was throttled (callers got 429): more requests at once than Api.ReservedConcurrency.",
+		api.Function.MetricThrottles(sumOver), 1)
+
+	o := awscdk.NewCfnOutput(jq.Construct, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{
+		Value: api.Url.Url(), Description: jsii.String("The HTTP producer's function URL (POST /jobs, GET /jobs/{id})"),
+	})
+	o.OverrideLogicalId(jsii.String(*jq.Construct.Node().Id() + "ApiUrl"))
+}
+
+// GrantInvokeApi lets grantee call the API's function URL with SigV4-signed requests: as AWS
+// documents for AWS_IAM function URLs, lambda:InvokeFunctionUrl with the condition
+// lambda:FunctionUrlAuthType = AWS_IAM, and (required for URLs created since October 2025)
+// lambda:InvokeFunction with lambda:InvokedViaFunctionUrl = true, both on the function only. It
+// panics when Props.Api is not set.
+func (jq *JobQueue) GrantInvokeApi(grantee awsiam.IGrantable) awsiam.Grant {
+	if jq.Api == nil {
+		panic("jobqueue: GrantInvokeApi needs Props.Api: the stack has no HTTP producer")
+	}
+	return jq.Api.Function.GrantInvokeUrl(grantee)
+}
+
+// publicURLPack is the construct's own cdk-nag pack, added to the Api scope only when the URL's
+// auth type is NONE: one error finding, ApiPublicUrlRule, on that URL. cdk-nag's machinery
+// reports it (so `cdk synth` stops with it) and honours a NagSuppressions suppression with a
+// reason.
+type publicURLPack struct {
+	cdknag.NagPack
+	url awscdk.CfnResource
+}
+
+func newPublicURLPack(url awslambda.FunctionUrl) cdknag.NagPack {
+	p := &publicURLPack{url: url.Node().DefaultChild().(awscdk.CfnResource)}
+	cdknag.NewNagPack_Override(p, &cdknag.NagPackProps{Verbose: jsii.Bool(true), Reports: jsii.Bool(false)})
+	p.SetPackName(jsii.String("Sqsworker"))
+	return p
+}
+
+// Visit applies the rule to the URL's CfnUrl only.
+func (p *publicURLPack) Visit(node constructs.IConstruct) {
+	if *node.Node().Path() != *p.url.Node().Path() {
+		return
+	}
+	p.ApplyRule(&publicURLRule{node: p.url})
+}
+
+// publicURLRule is the IApplyRule of ApiPublicUrlRule.
+type publicURLRule struct {
+	node awscdk.CfnResource
+}
+
+func (r *publicURLRule) Rule(awscdk.CfnResource) any { return cdknag.NagRuleCompliance_NON_COMPLIANT }
+func (r *publicURLRule) Explanation() *string {
+	return jsii.String("With AuthType NONE anyone who finds the URL can enqueue the allowed kinds and read job states, unsigned and " +
+		"untraceable to a principal; Lambda's throttling is the only limit. Keep AWS_IAM (callers sign with SigV4 and need " +
+		"GrantInvokeApi), or suppress this rule with the reason the URL may be public (for example an authorizer in front of it).")
+}
+func (r *publicURLRule) SetExplanation(*string) {}
+func (r *publicURLRule) IgnoreSuppressionCondition() cdknag.INagSuppressionIgnore {
+	return nil
+}
+func (r *publicURLRule) SetIgnoreSuppressionCondition(cdknag.INagSuppressionIgnore) {}
+func (r *publicURLRule) Info() *string {
+	return jsii.String("The sqsworker HTTP producer's function URL is public (AuthType NONE).")
+}
+func (r *publicURLRule) SetInfo(*string)                 {}
+func (r *publicURLRule) Level() cdknag.NagMessageLevel   { return cdknag.NagMessageLevel_ERROR }
+func (r *publicURLRule) SetLevel(cdknag.NagMessageLevel) {}
+func (r *publicURLRule) Node() awscdk.CfnResource        { return r.node }
+func (r *publicURLRule) SetNode(awscdk.CfnResource)      {}
+func (r *publicURLRule) RuleSuffixOverride() *string     { return jsii.String("ApiPublicUrl") }
+func (r *publicURLRule) SetRuleSuffixOverride(*string)   {}
