@@ -151,6 +151,27 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 		errs = append(errs, fmt.Errorf("context recursiveLoop=%q is neither Terminate nor Allow", v))
 	}
 	str("alarmEmail", &p.AlarmEmail)
+	// The HTTP producer: apiKinds ("email.send,report.build=262144") turns it on, with an
+	// AWS_IAM function URL (a public one needs a suppression in code: see jobqueue.ApiProps).
+	if v := get("apiKinds"); v != "" {
+		a := &jobqueue.ApiProps{}
+		for _, entry := range strings.Split(v, ",") {
+			kind, size, hasSize := strings.Cut(strings.TrimSpace(entry), "=")
+			k := jobqueue.ApiKind{Kind: kind}
+			if hasSize {
+				n, err := strconv.Atoi(size)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("context apiKinds: entry %q: the size is not an integer (bytes)", entry))
+				}
+				k.MaxArgsBytes = n
+			}
+			a.Kinds = append(a.Kinds, k)
+		}
+		boolean("apiShowDetails", &a.ShowDetails)
+		integer("apiReservedConcurrency", &a.ReservedConcurrency)
+		str("apiAsset", &a.Asset)
+		p.Api = a
+	}
 	if len(errs) > 0 {
 		return p, fmt.Errorf("infra: %v", errs)
 	}

@@ -33,8 +33,15 @@ func TestPropsFromContext(t *testing.T) {
 		t.Fatalf("props = %+v", p)
 	}
 	p, err = PropsFromContext(func(string) string { return "" })
-	if err != nil || p.Name != "sqsworker" {
+	if err != nil || p.Name != "sqsworker" || p.Api != nil {
 		t.Fatalf("defaults: %+v, %v", p, err)
+	}
+	p, err = PropsFromContext(func(k string) string {
+		return map[string]string{"apiKinds": "email.send, report.build=262144", "apiShowDetails": "true", "apiReservedConcurrency": "5"}[k]
+	})
+	if err != nil || p.Api == nil || len(p.Api.Kinds) != 2 || p.Api.Kinds[0].Kind != "email.send" || p.Api.Kinds[1].MaxArgsBytes != 262144 ||
+		!p.Api.ShowDetails || p.Api.ReservedConcurrency != 5 || p.Api.AuthType != "" {
+		t.Fatalf("api context: %+v, %v", p.Api, err)
 	}
 	_, err = PropsFromContext(func(k string) string {
 		return map[string]string{"fifo": "maybe", "timeout": "30", "recursiveLoop": "off"}[k]
