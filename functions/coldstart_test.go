@@ -36,9 +36,20 @@ func BenchmarkColdStart(b *testing.B) {
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true",
 		"SQSWORKER_LOG_LEVEL=warn",
 	}
-	for _, fn := range []struct{ name, pkg string }{
-		{"hello", "./internal/hello"},
-		{"worker", "./worker"},
+	// The API answers a function URL GET without a table (501: no AWS call), with an allow-list
+	// and one inline schema to compile.
+	apiEvent := []byte(`{"version":"2.0","rawPath":"/jobs/01JOB","headers":{},"requestContext":{"http":{"method":"GET","path":"/jobs/01JOB"}}}`)
+	apiEnv := append(env[:len(env):len(env)], "SQSWORKER_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+		"SQSWORKER_API_KINDS=email.send,report.build",
+		`SQSWORKER_API_SCHEMAS={"email.send":{"type":"object","required":["to"],"properties":{"to":{"type":"string","format":"email"}}}}`)
+	for _, fn := range []struct {
+		name, pkg string
+		event     []byte
+		env       []string
+	}{
+		{"hello", "./internal/hello", event, env},
+		{"worker", "./worker", event, env},
+		{"api", "./api", apiEvent, apiEnv},
 	} {
 		bootstrap := filepath.Join(dir, fn.name, "bootstrap")
 		if err := rietest.Build(ctx, fn.pkg, bootstrap); err != nil {
@@ -51,12 +62,12 @@ func BenchmarkColdStart(b *testing.B) {
 		b.Run(fn.name, func(b *testing.B) {
 			for b.Loop() {
 				ictx, icancel := context.WithTimeout(ctx, 30*time.Second)
-				r, err := rietest.Start(ictx, rie, bootstrap, env)
+				r, err := rietest.Start(ictx, rie, bootstrap, fn.env)
 				if err != nil {
 					icancel()
 					b.Fatal(err)
 				}
-				code, body, err := r.Invoke(ictx, event)
+				code, body, err := r.Invoke(ictx, fn.event)
 				r.Stop()
 				icancel()
 				if err != nil || code != 200 {
