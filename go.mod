@@ -15,6 +15,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/goccy/go-json v0.12.0
 	github.com/hashicorp/cronexpr v1.1.3
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/sivchari/kumo v0.33.1
 	github.com/spf13/cobra v1.10.2
 	github.com/testcontainers/testcontainers-go v0.45.0
@@ -26,6 +27,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.44.0
 	go.opentelemetry.io/proto/otlp v1.10.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/text v0.43.0
 	google.golang.org/protobuf v1.36.11
 )
 
@@ -83,7 +85,6 @@ require (
 	github.com/orcaman/concurrent-map v1.0.0 // indirect
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
@@ -101,7 +102,6 @@ require (
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
 )
 
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
