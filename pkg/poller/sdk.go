@@ -1,0 +1,114 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// answerGrace bounds how long a receive whose response has started is still read after Run's
+// context is cancelled.
+const answerGrace = 5 * time.Second
+
+// keepConnection is passed with every SQS call the poller makes. It works around a race between
+// smithy-go and net/http that closes the connection under a response being read.
+//
+// smithy-go sends the request body wrapped in a reader whose WriteTo returns io.EOF once it is
+// closed, and its client handler closes that body as soon as the HTTP client returns the
+// response. net/http's writeLoop, after copying Content-Length bytes, drains the body once more
+// through that WriteTo; when the server has already answered (a local emulator answers within
+// microseconds), the drain finds the body closed, reports the io.EOF as a failed write and closes
+// the connection, while the SDK is still reading the response from it. A response larger than
+// the transport's 4 KB read buffer (ten job envelopes with their attributes) then fails with
+// "use of closed network connection"; the SDK retries it and the messages SQS had already
+// returned in it stay invisible for a whole visibility timeout.
+//
+// Hiding WriteTo makes net/http drain the body with Read, which reports a closed body as a clean
+// io.EOF, so the connection stays open and the response is read whole.
+func keepConnection(o *sqs.Options) {
+	if o.HTTPClient == nil {
+		return
+	}
+	if _, ok := o.HTTPClient.(readOnlyBodyClient); !ok {
+		o.HTTPClient = readOnlyBodyClient{o.HTTPClient}
+	}
+}
+
+// readOnlyBodyClient sends each request with a body that offers only Read and Close.
+type readOnlyBodyClient struct{ next sqs.HTTPClient }
+
+func (c readOnlyBodyClient) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = readOnlyBody{req.Body}
+	}
+	return c.next.Do(req)
+}
+
+// readOnlyBody hides every method of the body but Read and Close (WriteTo in particular).
+type readOnlyBody struct{ io.ReadCloser }
+
+// noRetry is passed with ReceiveMessage: the SDK must not retry a receive on its own. A receive
+// that failed after SQS had taken messages off the queue (a response cut off while it was read)
+// cannot be repeated without losing them from view: a silent retry returns other messages, or
+// none, and nothing says that some are now invisible until their visibility timeout. The poller
+// retries instead, after logging the failure and what it means.
+func noRetry(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+
+// answeredButUnread reports whether err is a response SQS sent (status 200) that could not be
+// read: the messages in it, if any, were taken off the queue and return after their visibility
+// timeout.
+func answeredButUnread(err error) bool {
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusOK
+}
+
+// receive calls ReceiveMessage. Cancelling ctx abandons the call while SQS has not started to
+// answer (a long poll waiting on an empty queue, which holds no message). Once the first byte of
+// the answer has arrived, SQS has taken the messages in it off the queue, so the answer is read to
+// its end (for at most answerGrace after ctx is cancelled) and its messages are handed over,
+// instead of being dropped where they would stay invisible for a whole visibility timeout.
+func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		answering bool        // the first byte of the response has arrived
+		abandoned bool        // ctx was cancelled before it did: the call is cancelled
+		grace     *time.Timer // ctx was cancelled after it did: cancels the call after answerGrace
+	)
+	callCtx = httptrace.WithClientTrace(callCtx, &httptrace.ClientTrace{
+		GotFirstResponseByte: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !abandoned {
+				answering = true
+			}
+		},
+	})
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if answering {
+			grace = time.AfterFunc(answerGrace, cancel)
+			return
+		}
+		abandoned = true
+		cancel()
+	})
+	defer func() {
+		stop()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+	}()
+	return p.cfg.SQS.ReceiveMessage(callCtx, in, keepConnection, noRetry)
+}
