@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -96,7 +97,11 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 		mu.Lock()
 		defer mu.Unlock()
 		if answering {
-			grace = time.AfterFunc(answerGrace, cancel)
+			grace = time.AfterFunc(answerGrace, func() {
+				p.log.Warn("shutting down: an answer to a receive did not complete in time and is abandoned: its messages, if any, return after their visibility timeout",
+					slog.Duration("waited", answerGrace))
+				cancel()
+			})
 			return
 		}
 		abandoned = true
