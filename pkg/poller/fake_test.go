@@ -3,6 +3,8 @@ package poller_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -40,6 +42,8 @@ type fake struct {
 	// extended, when set, is called with the receipt handles of each ChangeMessageVisibilityBatch
 	// (the heartbeat's extensions) before it answers; it may block.
 	extended func(handles []string)
+	// changes logs the entries of every ChangeMessageVisibilityBatch call.
+	changes [][]sqstypes.ChangeMessageVisibilityBatchRequestEntry
 }
 
 func newFake() *fake {
@@ -95,6 +99,9 @@ func (f *fake) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchI
 }
 
 func (f *fake) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	f.changes = append(f.changes, in.Entries)
+	f.mu.Unlock()
 	if f.extended != nil {
 		var handles []string
 		for _, e := range in.Entries {
@@ -345,6 +352,7 @@ type optionsFake struct {
 type sentWith struct {
 	maxAttempts   int
 	bodyIsWriteTo bool // the HTTP client got a body that still offers io.WriterTo
+	sdkChecksum   bool // the SDK checks received bodies against their MD5
 }
 
 // bodyRecorder is the innermost HTTP client: it records the body it is handed.
@@ -367,7 +375,7 @@ func (f *optionsFake) record(op string, opts []func(*sqs.Options)) {
 	o.HTTPClient.Do(req)
 	_, isWriteTo := body.(io.WriterTo)
 	f.mu.Lock()
-	f.calls[op] = sentWith{maxAttempts: o.RetryMaxAttempts, bodyIsWriteTo: isWriteTo}
+	f.calls[op] = sentWith{maxAttempts: o.RetryMaxAttempts, bodyIsWriteTo: isWriteTo, sdkChecksum: !o.DisableMessageChecksumValidation}
 	f.mu.Unlock()
 }
 
@@ -389,7 +397,8 @@ func (f *optionsFake) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMess
 // TestCallOptions: every SQS call hands net/http a request body without WriteTo (smithy-go's
 // closed body would otherwise make net/http close the connection under the response), and
 // ReceiveMessage is never retried by the SDK on its own (a retry hides messages a failed answer
-// took off the queue); the other calls keep the client's retries.
+// took off the queue) nor checked by the SDK against the bodies' MD5 (one bad body would drop
+// the whole answer; the poller checks them itself); the other calls keep the client's settings.
 func TestCallOptions(t *testing.T) {
 	t.Parallel()
 	f := &optionsFake{fake: newFake(), calls: map[string]sentWith{}}
@@ -408,9 +417,9 @@ func TestCallOptions(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	want := map[string]sentWith{
-		"GetQueueAttributes": {maxAttempts: 3},
+		"GetQueueAttributes": {maxAttempts: 3, sdkChecksum: true},
 		"ReceiveMessage":     {maxAttempts: 1},
-		"DeleteMessageBatch": {maxAttempts: 3},
+		"DeleteMessageBatch": {maxAttempts: 3, sdkChecksum: true},
 	}
 	if !maps.Equal(f.calls, want) {
 		t.Errorf("calls sent with %+v, want %+v", f.calls, want)
@@ -472,4 +481,54 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestBodyNotMatchingItsMD5IsMadeVisibleAgain: of a receive's messages, those whose body matches
+// its MD5 (or that carry none) are handed over and deleted; one that does not match is made
+// visible again at once (visibility timeout 0), neither handed over nor left invisible.
+func TestBodyNotMatchingItsMD5IsMadeVisibleAgain(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	withMD5 := func(id, md5hex string) sqstypes.Message {
+		m := message(id)
+		m.MD5OfBody = aws.String(md5hex)
+		return m
+	}
+	good := md5.Sum([]byte("body-good"))
+	f.receives = append(f.receives, func() (*sqs.ReceiveMessageOutput, error) {
+		return &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{
+			withMD5("good", strings.ToUpper(hex.EncodeToString(good[:]))),
+			withMD5("damaged", hex.EncodeToString(good[:])),
+			message("unchecked"),
+		}}, nil
+	})
+	got := make(chan []string, 1)
+	p, err := poller.New(poller.Config{
+		SQS: f, QueueURL: fakeURL, Logger: testLogger(t), DisableHeartbeat: true,
+		Handler: poller.HandlerFunc(func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			var ids []string
+			for _, r := range ev.Records {
+				ids = append(ids, r.MessageId)
+			}
+			got <- ids
+			return events.SQSEventResponse{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	if ids := recv(t, got, "the batch"); !slices.Equal(ids, []string{"good", "unchecked"}) {
+		t.Errorf("handler got %v, want [good unchecked]", ids)
+	}
+	recv(t, f.deleteCall, "the delete")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := [][]string{{"rh-good", "rh-unchecked"}}; !slices.EqualFunc(f.deleteLog, want, slices.Equal) {
+		t.Errorf("deletes %v, want %v", f.deleteLog, want)
+	}
+	if len(f.changes) != 1 || len(f.changes[0]) != 1 ||
+		aws.ToString(f.changes[0][0].ReceiptHandle) != "rh-damaged" || f.changes[0][0].VisibilityTimeout != 0 {
+		t.Errorf("visibility changes %+v, want one setting rh-damaged's visibility timeout to 0", f.changes)
+	}
 }

@@ -197,12 +197,12 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 			}
 			return b, err
 		}
-		if len(out.Messages) > 0 {
+		if msgs := p.checkBodies(out.Messages); len(msgs) > 0 {
 			if b == nil {
 				b = p.newBatch()
 				end = p.now().Add(p.cfg.BatchWindow)
 			}
-			b.add(out.Messages, start)
+			b.add(msgs, start)
 		}
 		if b == nil && ctx.Err() != nil {
 			return nil, nil

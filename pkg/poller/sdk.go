@@ -2,15 +2,21 @@ package poller
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -54,6 +60,12 @@ func (c readOnlyBodyClient) Do(req *http.Request) (*http.Response, error) {
 
 // readOnlyBody hides every method of the body but Read and Close (WriteTo in particular).
 type readOnlyBody struct{ io.ReadCloser }
+
+// ownChecksum is passed with ReceiveMessage: the SDK's check of each message body against its MD5
+// fails the whole call when one body does not match, and drops the answer, so that every message
+// in it stays invisible until its visibility timeout. The poller checks the bodies itself
+// (checkBodies): the messages that match are handed over, the others are made visible again.
+func ownChecksum(o *sqs.Options) { o.DisableMessageChecksumValidation = true }
 
 // noRetry is passed with ReceiveMessage: the SDK must not retry a receive on its own. A receive
 // that failed after SQS had taken messages off the queue (a response cut off while it was read)
@@ -115,5 +127,61 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 		}
 		mu.Unlock()
 	}()
-	return p.cfg.SQS.ReceiveMessage(callCtx, in, keepConnection, noRetry)
+	return p.cfg.SQS.ReceiveMessage(callCtx, in, keepConnection, noRetry, ownChecksum)
+}
+
+// checkBodies returns the messages whose body matches its MD5OfBody (or that have none to check),
+// and makes the others visible again at once: their body was damaged on the way, and another
+// receive may bring it whole (after maxReceiveCount receives, the queue's redrive policy moves
+// such a message to the DLQ).
+func (p *Poller) checkBodies(msgs []sqstypes.Message) []sqstypes.Message {
+	var bad []sqstypes.Message
+	good := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Body != nil && m.MD5OfBody != nil {
+			sum := md5.Sum([]byte(*m.Body))
+			if !strings.EqualFold(hex.EncodeToString(sum[:]), *m.MD5OfBody) {
+				bad = append(bad, m)
+				continue
+			}
+		}
+		good = append(good, m)
+	}
+	if len(bad) == 0 {
+		return msgs
+	}
+	for _, m := range bad {
+		p.log.Error("a received message's body does not match its MD5: making it visible again",
+			slog.String("message_id", aws.ToString(m.MessageId)), slog.String("md5_of_body", aws.ToString(m.MD5OfBody)))
+	}
+	p.release(bad)
+	return good
+}
+
+// release makes msgs visible again at once (visibility timeout 0), in batches of 10, and logs
+// those it cannot release: they return after their visibility timeout.
+func (p *Poller) release(msgs []sqstypes.Message) {
+	for start := 0; start < len(msgs); start += maxReceive {
+		chunk := msgs[start:min(start+maxReceive, len(msgs))]
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		out, err := p.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(p.cfg.QueueURL), Entries: entries,
+		}, keepConnection)
+		cancel()
+		if err != nil {
+			p.log.Error("cannot make messages visible again: they return after their visibility timeout",
+				slog.Int("messages", len(chunk)), slog.Any("error", err))
+			continue
+		}
+		for _, f := range out.Failed {
+			p.log.Error("cannot make a message visible again: it returns after its visibility timeout",
+				slog.String("id", aws.ToString(f.Id)), slog.String("code", aws.ToString(f.Code)), slog.String("error", aws.ToString(f.Message)))
+		}
+	}
 }
