@@ -95,6 +95,7 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 		answering bool        // the first byte of the response has arrived
 		abandoned bool        // ctx was cancelled before it did: the call is cancelled
 		grace     *time.Timer // ctx was cancelled after it did: cancels the call after answerGrace
+		returned  bool        // the call has returned: nothing more to cancel
 	)
 	callCtx = httptrace.WithClientTrace(callCtx, &httptrace.ClientTrace{
 		GotFirstResponseByte: func() {
@@ -108,6 +109,9 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
+		if returned {
+			return
+		}
 		if answering {
 			grace = time.AfterFunc(answerGrace, func() {
 				p.log.Warn("shutting down: an answer to a receive did not complete in time and is abandoned: its messages, if any, return after their visibility timeout",
@@ -122,6 +126,7 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 	defer func() {
 		stop()
 		mu.Lock()
+		returned = true
 		if grace != nil {
 			grace.Stop()
 		}
