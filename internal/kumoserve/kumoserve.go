@@ -12,8 +12,9 @@
 //  4. otherwise `go build` of its cmd/kumo inside the kumo module (downloaded into the module cache
 //     if needed, with kumo's own go.sum), into a temporary directory, then cached for the next run.
 //
-// A test that cannot get the binary is skipped with the reason, except under CI=true, where it
-// fails.
+// `make kumo` (a prerequisite of `make test`) does this before the tests run, so that a first
+// build, a few minutes on a fresh machine, does not count against go test's timeout. A test that
+// cannot get the binary is skipped with the reason, except under CI=true, where it fails.
 package kumoserve
 
 import (
