@@ -174,7 +174,7 @@ func (b *batch) extend(ctx context.Context) bool {
 		out, err := b.p.cfg.SQS.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{
 			QueueUrl: aws.String(b.p.cfg.QueueURL),
 			Entries:  chunk,
-		})
+		}, keepConnection)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -297,7 +297,7 @@ func (p *Poller) deleteMessages(ctx context.Context, msgs []*inflight) int {
 			out, err := p.cfg.SQS.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{
 				QueueUrl: aws.String(p.cfg.QueueURL),
 				Entries:  entries,
-			})
+			}, keepConnection)
 			cancel()
 			if err != nil {
 				if final {

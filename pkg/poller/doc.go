@@ -30,8 +30,27 @@
 //     the retry's delay.
 //   - Graceful shutdown: cancelling the context given to [Poller.Run] stops receiving at once (a long
 //     poll is abandoned), lets the batches in flight finish with an uncancelled context, deletes
-//     their successes and returns nil.
+//     their successes and returns nil. A receive whose answer has started to arrive is read to its
+//     end (for at most 5 s) and its messages handled: SQS has already taken them off the queue.
 //   - Receive errors are logged and retried after a bounded, jittered exponential backoff.
+//
+// A message SQS returned is always handed to the handler or made visible again at once, never left
+// invisible for a visibility timeout without a word:
+//
+//   - The SDK does not retry ReceiveMessage on its own (the poller retries): a retry of a receive
+//     whose answer was cut off after SQS had taken its messages would hide them. Such a failure
+//     (status 200, answer unreadable) is logged as an error that says so.
+//   - Every call sends its request body to net/http without io.WriterTo. smithy-go closes the
+//     request body as soon as the response arrives, and its body then reports io.EOF from
+//     WriteTo, which net/http's writeLoop (draining the body after sending it) takes for a failed
+//     write: it closes the connection while the response is still being read from it. Against a
+//     local server that answers within microseconds (the emulator as a separate process), that cut
+//     off ReceiveMessage answers larger than 4 KB now and then, and the SDK's silent retry left
+//     their messages in flight for the whole visibility timeout (aws-sdk-go-v2 issues 1825, 2737
+//     and 2935 report the same symptom, "use of closed network connection", on AWS).
+//   - The poller checks each body against its MD5 itself: the SDK's check fails the whole call for
+//     one damaged body. A damaged message is made visible again (visibility timeout 0); the others
+//     are handed over.
 //
 // A FIFO queue needs nothing special: SQS keeps a message group locked while any of its messages
 // is in flight, and the group id, deduplication id and sequence number reach the handler as

@@ -1,9 +1,17 @@
 package poller_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sqsworker/sqsworker/internal/heartbeat"
 	"github.com/sqsworker/sqsworker/pkg/poller"
@@ -33,6 +42,8 @@ type fake struct {
 	// extended, when set, is called with the receipt handles of each ChangeMessageVisibilityBatch
 	// (the heartbeat's extensions) before it answers; it may block.
 	extended func(handles []string)
+	// changes logs the entries of every ChangeMessageVisibilityBatch call.
+	changes [][]sqstypes.ChangeMessageVisibilityBatchRequestEntry
 }
 
 func newFake() *fake {
@@ -88,6 +99,9 @@ func (f *fake) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchI
 }
 
 func (f *fake) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	f.changes = append(f.changes, in.Entries)
+	f.mu.Unlock()
 	if f.extended != nil {
 		var handles []string
 		for _, e := range in.Entries {
@@ -323,5 +337,198 @@ func TestHeartbeatStop(t *testing.T) {
 		if h := <-extensions; slices.Contains(h, "rh-a") {
 			t.Errorf("rh-a extended after Stop: %v", h)
 		}
+	}
+}
+
+// optionsFake records what the per-call options of each SQS call do to the client's options: the
+// retry budget, and the request body the HTTP client is finally handed.
+type optionsFake struct {
+	*fake
+	mu    sync.Mutex
+	calls map[string]sentWith
+}
+
+// sentWith is what one call's options did.
+type sentWith struct {
+	maxAttempts   int
+	bodyIsWriteTo bool // the HTTP client got a body that still offers io.WriterTo
+	sdkChecksum   bool // the SDK checks received bodies against their MD5
+}
+
+// bodyRecorder is the innermost HTTP client: it records the body it is handed.
+type bodyRecorder struct{ got *io.ReadCloser }
+
+func (r bodyRecorder) Do(req *http.Request) (*http.Response, error) {
+	*r.got = req.Body
+	return nil, errors.New("not sent")
+}
+
+func (f *optionsFake) record(op string, opts []func(*sqs.Options)) {
+	var body io.ReadCloser
+	o := sqs.Options{HTTPClient: bodyRecorder{&body}, RetryMaxAttempts: 3}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	// A body like smithy-go's: it offers WriteTo.
+	req, _ := http.NewRequest(http.MethodPost, "http://sqs.test/", nil)
+	req.Body = io.NopCloser(strings.NewReader(`{"QueueUrl":"q"}`))
+	o.HTTPClient.Do(req)
+	_, isWriteTo := body.(io.WriterTo)
+	f.mu.Lock()
+	f.calls[op] = sentWith{maxAttempts: o.RetryMaxAttempts, bodyIsWriteTo: isWriteTo, sdkChecksum: !o.DisableMessageChecksumValidation}
+	f.mu.Unlock()
+}
+
+func (f *optionsFake) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.record("GetQueueAttributes", opts)
+	return f.fake.GetQueueAttributes(ctx, in, opts...)
+}
+
+func (f *optionsFake) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.record("ReceiveMessage", opts)
+	return f.fake.ReceiveMessage(ctx, in, opts...)
+}
+
+func (f *optionsFake) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	f.record("DeleteMessageBatch", opts)
+	return f.fake.DeleteMessageBatch(ctx, in, opts...)
+}
+
+// TestCallOptions: every SQS call hands net/http a request body without WriteTo (smithy-go's
+// closed body would otherwise make net/http close the connection under the response), and
+// ReceiveMessage is never retried by the SDK on its own (a retry hides messages a failed answer
+// took off the queue) nor checked by the SDK against the bodies' MD5 (one bad body would drop
+// the whole answer; the poller checks them itself); the other calls keep the client's settings.
+func TestCallOptions(t *testing.T) {
+	t.Parallel()
+	f := &optionsFake{fake: newFake(), calls: map[string]sentWith{}}
+	f.receives = append(f.receives, messages("a"))
+	p, err := poller.New(poller.Config{
+		SQS: f, QueueURL: fakeURL, Logger: testLogger(t),
+		Handler: poller.HandlerFunc(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+			return events.SQSEventResponse{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	recv(t, f.deleteCall, "the delete")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := map[string]sentWith{
+		"GetQueueAttributes": {maxAttempts: 3, sdkChecksum: true},
+		"ReceiveMessage":     {maxAttempts: 1},
+		"DeleteMessageBatch": {maxAttempts: 3, sdkChecksum: true},
+	}
+	if !maps.Equal(f.calls, want) {
+		t.Errorf("calls sent with %+v, want %+v", f.calls, want)
+	}
+}
+
+// TestUnreadableAnswerIsLoggedAsError: a receive SQS answered (status 200) whose answer could not
+// be read is logged as an error that says its messages stay invisible until their visibility
+// timeout; the poller backs off and goes on.
+func TestUnreadableAnswerIsLoggedAsError(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	cut := &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusOK}},
+		Err:      errors.New("deserialization failed, read tcp: use of closed network connection"),
+	}
+	f.receives = append(f.receives, failure(cut), failure(errors.New("throttled")), messages("a"))
+	var logs syncBuffer
+	p, err := poller.New(poller.Config{
+		SQS: f, QueueURL: fakeURL, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Backoff: func(int) time.Duration { return time.Millisecond },
+		Handler: poller.HandlerFunc(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+			return events.SQSEventResponse{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	recv(t, f.deleteCall, "the delete after the failures")
+	out := logs.String()
+	var errorLines, warnLines int
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, "level=ERROR") && strings.Contains(line, "stay invisible until their visibility timeout"):
+			errorLines++
+		case strings.Contains(line, "level=WARN") && strings.Contains(line, "receive failed; backing off"):
+			warnLines++
+		}
+	}
+	if errorLines != 1 || warnLines != 1 {
+		t.Errorf("logged %d errors about an unreadable answer and %d receive warnings, want 1 and 1:\n%s", errorLines, warnLines, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the poller's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBodyNotMatchingItsMD5IsMadeVisibleAgain: of a receive's messages, those whose body matches
+// its MD5 (or that carry none) are handed over and deleted; one that does not match is made
+// visible again at once (visibility timeout 0), neither handed over nor left invisible.
+func TestBodyNotMatchingItsMD5IsMadeVisibleAgain(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	withMD5 := func(id, md5hex string) sqstypes.Message {
+		m := message(id)
+		m.MD5OfBody = aws.String(md5hex)
+		return m
+	}
+	good := md5.Sum([]byte("body-good"))
+	f.receives = append(f.receives, func() (*sqs.ReceiveMessageOutput, error) {
+		return &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{
+			withMD5("good", strings.ToUpper(hex.EncodeToString(good[:]))),
+			withMD5("damaged", hex.EncodeToString(good[:])),
+			message("unchecked"),
+		}}, nil
+	})
+	got := make(chan []string, 1)
+	p, err := poller.New(poller.Config{
+		SQS: f, QueueURL: fakeURL, Logger: testLogger(t), DisableHeartbeat: true,
+		Handler: poller.HandlerFunc(func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			var ids []string
+			for _, r := range ev.Records {
+				ids = append(ids, r.MessageId)
+			}
+			got <- ids
+			return events.SQSEventResponse{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	if ids := recv(t, got, "the batch"); !slices.Equal(ids, []string{"good", "unchecked"}) {
+		t.Errorf("handler got %v, want [good unchecked]", ids)
+	}
+	recv(t, f.deleteCall, "the delete")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := [][]string{{"rh-good", "rh-unchecked"}}; !slices.EqualFunc(f.deleteLog, want, slices.Equal) {
+		t.Errorf("deletes %v, want %v", f.deleteLog, want)
+	}
+	if len(f.changes) != 1 || len(f.changes[0]) != 1 ||
+		aws.ToString(f.changes[0][0].ReceiptHandle) != "rh-damaged" || f.changes[0][0].VisibilityTimeout != 0 {
+		t.Errorf("visibility changes %+v, want one setting rh-damaged's visibility timeout to 0", f.changes)
 	}
 }

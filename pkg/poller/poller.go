@@ -94,7 +94,7 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 			sqstypes.QueueAttributeNameQueueArn,
 			sqstypes.QueueAttributeNameVisibilityTimeout,
 		},
-	})
+	}, keepConnection)
 	if err != nil {
 		return fmt.Errorf("poller: read attributes of %s: %w", p.cfg.QueueURL, err)
 	}
@@ -144,8 +144,13 @@ func (p *Poller) loop(ctx context.Context) {
 		}
 		failures++
 		pause := p.cfg.Backoff(failures)
-		p.log.Warn("receive failed; backing off", slog.Any("error", err),
-			slog.Int("consecutive_failures", failures), slog.Duration("backoff", pause))
+		if answeredButUnread(err) {
+			p.log.Error("SQS answered a receive but the answer could not be read: the messages in it, if any, stay invisible until their visibility timeout; backing off",
+				slog.Any("error", err), slog.Int("consecutive_failures", failures), slog.Duration("backoff", pause))
+		} else {
+			p.log.Warn("receive failed; backing off", slog.Any("error", err),
+				slog.Int("consecutive_failures", failures), slog.Duration("backoff", pause))
+		}
 		if !sleep(ctx, pause) {
 			return
 		}
@@ -178,7 +183,7 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 			wait = min((remaining + time.Second - 1).Truncate(time.Second), p.cfg.WaitTime)
 		}
 		start := p.now()
-		out, err := p.cfg.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		out, err := p.receive(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(p.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(min(n, maxReceive)),
 			WaitTimeSeconds:             int32(wait / time.Second),
@@ -192,12 +197,12 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 			}
 			return b, err
 		}
-		if len(out.Messages) > 0 {
+		if msgs := p.checkBodies(out.Messages); len(msgs) > 0 {
 			if b == nil {
 				b = p.newBatch()
 				end = p.now().Add(p.cfg.BatchWindow)
 			}
-			b.add(out.Messages, start)
+			b.add(msgs, start)
 		}
 		if b == nil && ctx.Err() != nil {
 			return nil, nil
