@@ -5,16 +5,16 @@
 // The binary is the kumo version this module requires (go.mod), found or built:
 //
 //  1. $KUMO_BIN, when set (it must be that version);
-//  2. a build cached by an earlier run under the user cache directory;
-//  3. kumo on $PATH or in $GOBIN / $GOPATH/bin, when its build information says it is that version
+//  2. kumo on $PATH or in $GOBIN / $GOPATH/bin, when its build information says it is that version
 //     (`GONOSUMDB='github.com/aws/aws-sdk-go-v2/service/*' go install
 //     github.com/sivchari/kumo/cmd/kumo@v0.33.1` installs one);
-//  4. otherwise `go build` of its cmd/kumo inside the kumo module (downloaded into the module cache
-//     if needed, with kumo's own go.sum), into a temporary directory, then cached for the next run.
+//  3. otherwise this module's kumod (internal/kumoserve/kumod), built into a temporary directory:
+//     kumo's own server in a process of its own, on the port asked for, from packages the tests
+//     compile anyway. (Building kumo's own command line instead, in its own module with its own
+//     dependencies, took 7 minutes on a fresh machine.)
 //
-// `make kumo` (a prerequisite of `make test`) does this before the tests run, so that a first
-// build, a few minutes on a fresh machine, does not count against go test's timeout. A test that
-// cannot get the binary is skipped with the reason, except under CI=true, where it fails.
+// A test that cannot get the binary is skipped with the reason, except under CI=true, where it
+// fails.
 package kumoserve
 
 import (
@@ -208,19 +208,12 @@ func findOrBuild() (string, error) {
 		}
 		return p, nil
 	}
-	cached := ""
-	if dir, err := os.UserCacheDir(); err == nil {
-		cached = filepath.Join(dir, "sqsworker", "kumo-"+mod.Version, "kumo")
-		if isVersion(cached, mod.Version) == nil {
-			return cached, nil
-		}
-	}
 	for _, p := range installed() {
 		if isVersion(p, mod.Version) == nil {
 			return p, nil
 		}
 	}
-	return build(mod, cached)
+	return buildKumod()
 }
 
 // required returns the kumo module this module requires, downloaded.
@@ -273,43 +266,26 @@ func isVersion(path, version string) error {
 	return fmt.Errorf("%s is kumo %s, want %s", path, info.Main.Version, version)
 }
 
-// build compiles kumo's cmd/kumo inside its module directory (its own go.mod and go.sum) into a
-// temporary directory, then moves it to cached (when set) for later runs. The temporary directory
-// is made beside cached, so that the move is an atomic rename (processes building at the same
-// time each install a complete binary).
-func build(mod module, cached string) (string, error) {
-	parent := ""
-	if cached != "" {
-		if err := os.MkdirAll(filepath.Dir(filepath.Dir(cached)), 0o755); err == nil {
-			parent = filepath.Dir(filepath.Dir(cached))
-		}
-	}
-	tmp, err := os.MkdirTemp(parent, "kumo-build-")
+// buildKumod compiles this module's kumod into a temporary directory that lives as long as the
+// process: its compiled packages are in the build cache already, so a build takes seconds.
+func buildKumod() (string, error) {
+	tmp, err := os.MkdirTemp("", "kumod-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(tmp, "kumo")
+	bin := filepath.Join(tmp, "kumod")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kumo")
-	cmd.Dir = mod.Dir
-	// The module cache is read-only and the module is not ours: no workspace, no go.mod edits.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, kumodPackage)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("go build %s/cmd/kumo@%s: %v: %s", modulePath, mod.Version, err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("go build %s: %v: %s", kumodPackage, err, bytes.TrimSpace(out))
 	}
-	if parent == "" {
-		return bin, nil // not cached; the temporary directory stays for this process
-	}
-	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
-		if err := os.Rename(bin, cached); err == nil {
-			os.RemoveAll(tmp)
-			return cached, nil
-		}
-	}
-	return bin, nil // not cached; the temporary directory stays for this process
+	return bin, nil
 }
+
+// kumodPackage is the fallback server's package.
+const kumodPackage = "github.com/sqsworker/sqsworker/internal/kumoserve/kumod"
 
 // goCmd runs the go command in dir (the current directory when empty).
 func goCmd(dir string, args ...string) ([]byte, error) {

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client DynamoDBStore uses.
@@ -267,7 +269,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setR
 		ExpressionAttributeValues:           e.valuesOrNil(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, keepConnection)
 	if err == nil {
 		if rec, err = RecordFromItem(out.Attributes); err != nil {
 			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
@@ -317,7 +319,7 @@ func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, o
 		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.valuesOrNil(),
-	})
+	}, keepConnection)
 	if err == nil {
 		return rec, true, nil
 	}
@@ -399,7 +401,7 @@ func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, kind, key, co
 		UpdateExpression:          aws.String(u.String()),
 		ExpressionAttributeNames:  u.e.names,
 		ExpressionAttributeValues: u.e.valuesOrNil(),
-	})
+	}, keepConnection)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -469,7 +471,7 @@ func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, erro
 		TableName:      aws.String(s.table),
 		Key:            s.key(kind, key),
 		ConsistentRead: aws.Bool(true),
-	})
+	}, keepConnection)
 	if err != nil {
 		return Record{}, fmt.Errorf("idempotency: get %s: %w", ItemKey(kind, key), err)
 	}
@@ -494,7 +496,7 @@ func (s *DynamoDBStore) Put(ctx context.Context, r Record) error {
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item:      ItemFromRecord(r, s.shards),
-	})
+	}, keepConnection)
 	if err != nil {
 		return fmt.Errorf("idempotency: put %s: %w", ItemKey(r.Kind, r.Key), err)
 	}
@@ -506,3 +508,11 @@ func (s *DynamoDBStore) Table() string { return s.table }
 
 // Shards returns the number of by-status index partitions per state.
 func (s *DynamoDBStore) Shards() int { return s.shards }
+
+// keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
+// under a race in its HTTP layer and repeat the write (see internal/sdkhttp).
+func keepConnection(o *dynamodb.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -18,48 +17,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
 // answerGrace bounds how long a receive whose response has started is still read after Run's
 // context is cancelled.
 const answerGrace = 5 * time.Second
 
-// keepConnection is passed with every SQS call the poller makes. It works around a race between
-// smithy-go and net/http that closes the connection under a response being read.
-//
-// smithy-go sends the request body wrapped in a reader whose WriteTo returns io.EOF once it is
-// closed, and its client handler closes that body as soon as the HTTP client returns the
-// response. net/http's writeLoop, after copying Content-Length bytes, drains the body once more
-// through that WriteTo; when the server has already answered (a local emulator answers within
-// microseconds), the drain finds the body closed, reports the io.EOF as a failed write and closes
-// the connection, while the SDK is still reading the response from it. A response larger than
-// the transport's 4 KB read buffer (ten job envelopes with their attributes) then fails with
-// "use of closed network connection"; the SDK retries it and the messages SQS had already
-// returned in it stay invisible for a whole visibility timeout.
-//
-// Hiding WriteTo makes net/http drain the body with Read, which reports a closed body as a clean
-// io.EOF, so the connection stays open and the response is read whole.
+// keepConnection is passed with every SQS call the poller makes (see internal/sdkhttp).
 func keepConnection(o *sqs.Options) {
-	if o.HTTPClient == nil {
-		return
-	}
-	if _, ok := o.HTTPClient.(readOnlyBodyClient); !ok {
-		o.HTTPClient = readOnlyBodyClient{o.HTTPClient}
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
 	}
 }
-
-// readOnlyBodyClient sends each request with a body that offers only Read and Close.
-type readOnlyBodyClient struct{ next sqs.HTTPClient }
-
-func (c readOnlyBodyClient) Do(req *http.Request) (*http.Response, error) {
-	if req.Body != nil && req.Body != http.NoBody {
-		req.Body = readOnlyBody{req.Body}
-	}
-	return c.next.Do(req)
-}
-
-// readOnlyBody hides every method of the body but Read and Close (WriteTo in particular).
-type readOnlyBody struct{ io.ReadCloser }
 
 // ownChecksum is passed with ReceiveMessage: the SDK's check of each message body against its MD5
 // fails the whole call when one body does not match, and drops the answer, so that every message

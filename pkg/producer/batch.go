@@ -151,7 +151,7 @@ func (b *batcher) flush(ctx context.Context) {
 			return
 		}
 		b.input.Entries = send
-		out, err := p.sqs.SendMessageBatch(ctx, &b.input)
+		out, err := p.sqs.SendMessageBatch(ctx, &b.input, keepConnection)
 		b.input.Entries = nil
 		if err != nil {
 			b.failCall(pending, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -275,7 +276,7 @@ func (p *Producer) enqueue(ctx context.Context, args jobs.Args, opts []Option) (
 	if j.dedup != "" {
 		in.MessageDeduplicationId = &j.dedup
 	}
-	out, err := p.sqs.SendMessage(ctx, in)
+	out, err := p.sqs.SendMessage(ctx, in, keepConnection)
 	if err != nil {
 		res.Err = fmt.Errorf("producer: enqueue %s (id %s): SQS SendMessage: %w", j.label(), j.id, err)
 		return res, res.Err
@@ -609,4 +610,12 @@ func jsonType(c byte) string {
 func (p *Producer) queueName() string {
 	u := strings.TrimRight(p.queueURL, "/")
 	return u[strings.LastIndexByte(u, '/')+1:]
+}
+
+// keepConnection is passed with every SQS call: without it the SDK may lose a response under a
+// race in its HTTP layer and send the job a second time (see internal/sdkhttp).
+func keepConnection(o *sqs.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
 }

@@ -53,7 +53,7 @@ func (h *Handler) dlqURLFor(ctx context.Context, arn string) (string, error) {
 	out, err := h.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(src),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
-	})
+	}, keepConnection)
 	if err != nil {
 		return "", fmt.Errorf("worker: read the redrive policy of %s: %w", src, err)
 	}
@@ -92,7 +92,7 @@ func (h *Handler) urlOfARN(ctx context.Context, arn string) (string, error) {
 	if parts[4] != "" {
 		in.QueueOwnerAWSAccountId = aws.String(parts[4])
 	}
-	out, err := h.cfg.SQS.GetQueueUrl(ctx, in)
+	out, err := h.cfg.SQS.GetQueueUrl(ctx, in, keepConnection)
 	if err != nil {
 		return "", fmt.Errorf("worker: look up the URL of %s: %w", arn, err)
 	}
@@ -115,7 +115,7 @@ func (h *Handler) Preflight(ctx context.Context, queueURL string) ([]string, err
 	out, err := h.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
-	})
+	}, keepConnection)
 	if err != nil {
 		return nil, fmt.Errorf("worker: read the redrive policy of %s: %w", queueURL, err)
 	}

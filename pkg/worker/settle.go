@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/internal/heartbeat"
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
@@ -209,7 +210,7 @@ func (b *batch) sendAll(ctx context.Context, items []*item, toDLQ bool, res func
 	}
 	parallel(len(chunks), func(c int) {
 		ch := chunks[c]
-		out, err := b.h.cfg.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: ch.entries})
+		out, err := b.h.cfg.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: ch.entries}, keepConnection)
 		if err != nil {
 			for _, it := range ch.items {
 				res(it).sendErr = err
@@ -404,7 +405,7 @@ func (b *batch) changeVisibility(ctx context.Context, items []*item) {
 		}
 		out, err := b.h.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
 			QueueUrl: aws.String(url), Entries: entries,
-		})
+		}, keepConnection)
 		if err != nil {
 			b.h.cfg.Logger.ErrorContext(ctx, "sqsworker: ChangeMessageVisibilityBatch failed", "error", err, "messages", len(part))
 			return
@@ -447,4 +448,12 @@ func parallel(n int, fn func(int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// keepConnection is passed with every SQS call: without it the SDK may lose a response under a
+// race in its HTTP layer and repeat the call (see internal/sdkhttp).
+func keepConnection(o *sqs.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
 }
