@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
@@ -238,19 +239,37 @@ func decode(m sqstypes.Message) dead {
 
 // receive receives up to n messages (1–10) of a queue, hiding them for visibility, with every
 // message and system attribute.
+//
+// The receive is not cut off when ctx is cancelled (it waits at most receiveWait): a receive
+// abandoned after SQS took its messages would leave them invisible for the whole visibility, and
+// nothing would say so. The caller, who sees ctx done, makes what it received visible again. The
+// request keeps its connection (internal/sdkhttp), so that the SDK does not lose an answer to a
+// race in its HTTP layer and retry the receive.
 func (d *DLQ) receive(ctx context.Context, queueURL string, n int, visibility time.Duration) ([]sqstypes.Message, error) {
-	out, err := d.cfg.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveWait*time.Second+receiveMargin)
+	defer cancel()
+	out, err := d.cfg.SQS.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(queueURL),
 		MaxNumberOfMessages:         int32(min(max(n, 1), maxBatch)),
 		VisibilityTimeout:           int32(ceilSeconds(visibility)),
 		WaitTimeSeconds:             receiveWait,
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-	})
+	}, keepConnection)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: receive from %s: %w", queueURL, err)
 	}
 	return out.Messages, nil
+}
+
+// receiveMargin is added to the long poll for a receive's whole round trip.
+const receiveMargin = 30 * time.Second
+
+// keepConnection is passed with receives (see internal/sdkhttp).
+func keepConnection(o *sqs.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
 }
 
 func ceilSeconds(d time.Duration) int64 {
