@@ -183,7 +183,11 @@ func (o *Outbox) EntryJob(e outbox.Entry) (Job, error) {
 		e.AvailableAt = e.CreatedAt
 	}
 	e.State, e.LockedBy, e.LockedUntil, e.LastError, e.Corrupt = outbox.StatePending, "", time.Time{}, "", ""
-	item, k, err := encodeItem(&e, ordKey(o.nextOrd(e.CreatedAt), e.ID()), o.cfg.CompressAbove)
+	if size := e.Message.Size(); size > producer.MaxMessageSize {
+		return Job{}, limitErr("job %s (%s): its message is %d bytes, above the producer's limit of %d bytes (SQS's 1 MiB minus 8 KiB for the worker)",
+			e.ID(), e.Message.Kind, size, producer.MaxMessageSize)
+	}
+	item, _, err := encodeItem(&e, ordKey(o.nextOrd(e.CreatedAt), e.ID()), o.cfg.CompressAbove)
 	if err != nil {
 		return Job{}, err
 	}
@@ -197,7 +201,6 @@ func (o *Outbox) EntryJob(e outbox.Entry) (Job, error) {
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
 	}}}}
-	_ = k
 	if o.cfg.Status != nil {
 		hash, err := e.Message.PayloadHash()
 		if err != nil {

@@ -62,7 +62,18 @@ func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, err
 	if err != nil {
 		return nil, err
 	}
-	return o.claimCandidates(ctx, c, cands, modeSweep)
+	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep)
+	if len(failures) > 0 {
+		var errs []error
+		for _, err := range failures {
+			errs = append(errs, err)
+		}
+		if len(entries) == 0 {
+			return nil, fmt.Errorf("dynamooutbox: claim: %w", errors.Join(errs...))
+		}
+		o.cfg.Logger.WarnContext(ctx, "outbox claims failed; those entries are tried again later", "table", o.cfg.Table, "failed", len(errs), "error", errs[0])
+	}
+	return entries, nil
 }
 
 // due reports whether the sweeper may take an item now, by its available and creation times: a
@@ -136,8 +147,9 @@ type attempt struct {
 // claimCandidates claims the earliest claimable candidates, at most c.Max. It works in rounds:
 // each round tries, in parallel, as many of the next attempts (in commit order) as are still
 // wanted; the attempts of one FIFO group in a round run one after another, and a group's first
-// refused claim drops the rest of that group.
-func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode) ([]outbox.Entry, error) {
+// refused claim drops the rest of that group. failures maps the partition key of each item (or
+// FIFO group) whose read or claim failed (not a refused condition) to the error.
+func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode) (entries []outbox.Entry, failures map[string]error) {
 	// FIFO candidates stand for their group: read each group once, in order, from its head.
 	type group struct {
 		pk      string
@@ -156,15 +168,26 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 			groups = append(groups, &group{pk: cd.k.pk})
 		}
 	}
-	heads := make([][]candidate, len(groups))
-	err := o.parallel(ctx, len(groups), func(ctx context.Context, g int) error {
-		var err error
-		heads[g], err = o.groupHead(ctx, groups[g].pk, c.Now, c.Max, mode)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	var (
+		mu      sync.Mutex
+		claimed []claimedEntry
+	)
+	failures = map[string]error{}
+	fail := func(pk string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := failures[pk]; !ok {
+			failures[pk] = err
+		}
 	}
+	heads := make([][]candidate, len(groups))
+	o.parallel(ctx, len(groups), func(ctx context.Context, g int) error {
+		var err error
+		if heads[g], err = o.groupHead(ctx, groups[g].pk, c.Now, c.Max, mode); err != nil {
+			fail(groups[g].pk, err)
+		}
+		return nil
+	})
 	for g, h := range heads {
 		for _, cd := range h {
 			attempts = append(attempts, attempt{candidate: cd, group: g})
@@ -172,13 +195,8 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 	}
 	sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].ord < attempts[j].ord })
 
-	var (
-		mu      sync.Mutex
-		claimed []claimedEntry
-		errs    []error
-	)
 	next := 0
-	for len(claimed) < c.Max && next < len(attempts) {
+	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil {
 		// The next round: as many live attempts as are still wanted, grouped into units that run
 		// in parallel (a standard job, or the round's attempts of one group, in order).
 		want := c.Max - len(claimed)
@@ -202,44 +220,34 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 			}
 			units[u] = append(units[u], a)
 		}
-		err := o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
+		o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
 			for _, a := range units[u] {
 				e, ok, err := o.claimOne(ctx, a.k, c, mode)
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, err)
-				case ok:
+				if err != nil {
+					fail(a.k.pk, err)
+				}
+				if ok {
+					mu.Lock()
 					claimed = append(claimed, claimedEntry{e, a.ord})
+					mu.Unlock()
+					continue
 				}
-				mu.Unlock()
-				if !ok || err != nil {
-					if a.group >= 0 {
-						mu.Lock()
-						groups[a.group].dropped = true
-						mu.Unlock()
-					}
-					return nil
+				if a.group >= 0 {
+					mu.Lock()
+					groups[a.group].dropped = true
+					mu.Unlock()
 				}
+				return nil
 			}
 			return nil
 		})
-		if err != nil {
-			return nil, err
-		}
 	}
 	sort.Slice(claimed, func(i, j int) bool { return claimed[i].ord < claimed[j].ord })
-	if len(claimed) == 0 && len(errs) > 0 {
-		return nil, fmt.Errorf("dynamooutbox: claim: %w", errors.Join(errs...))
-	}
-	for _, err := range errs {
-		o.cfg.Logger.WarnContext(ctx, "outbox claim failed; the entry is tried again later", "table", o.cfg.Table, "error", err)
-	}
-	out := make([]outbox.Entry, len(claimed))
+	entries = make([]outbox.Entry, len(claimed))
 	for i := range claimed {
-		out[i] = claimed[i].e
+		entries[i] = claimed[i].e
 	}
-	return out, nil
+	return entries, failures
 }
 
 // claimedEntry is a claimed entry with its commit-order key, to sort by.
