@@ -1,7 +1,9 @@
 package dynamooutbox_test
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -60,3 +62,7 @@ func insert(ctx context.Context, o *dynamooutbox.Outbox, entries []outbox.Entry)
 	_, err := o.Transact(ctx, nil, jobs...)
 	return err
 }
+
+func gzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
