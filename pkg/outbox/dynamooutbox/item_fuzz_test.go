@@ -34,29 +34,6 @@ func (noSQS) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...fu
 	return nil, errors.New("no SQS")
 }
 
-// toEventImage renders an item as the DynamoDB JSON of a stream record's image.
-func toEventImage(item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	out := map[string]events.DynamoDBAttributeValue{}
-	for k, v := range item {
-		out[k] = toEvent(v)
-	}
-	return out
-}
-
-func toEvent(v types.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(toEventImage(v.Value))
-	}
-	panic("unexpected attribute type in a seed")
-}
-
 // seedItems are items the outbox writes: standard and FIFO, with attributes, a delay, a
 // compressed body.
 func seedItems(t testing.TB) []map[string]types.AttributeValue {
@@ -99,7 +76,7 @@ func seedItems(t testing.TB) []map[string]types.AttributeValue {
 // an id, and an entry read back clean encodes to an item that reads back the same.
 func FuzzDecodeItem(f *testing.F) {
 	for _, item := range seedItems(f) {
-		b, err := json.Marshal(toEventImage(item))
+		b, err := json.Marshal(ToStreamImage(item))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -153,7 +130,7 @@ func FuzzDecodeItem(f *testing.F) {
 // The seeds read back as the entries that were encoded.
 func TestItemRoundTrip(t *testing.T) {
 	for _, item := range seedItems(t) {
-		b, _ := json.Marshal(toEventImage(item))
+		b, _ := json.Marshal(ToStreamImage(item))
 		var img map[string]events.DynamoDBAttributeValue
 		if err := json.Unmarshal(b, &img); err != nil {
 			t.Fatal(err)

@@ -214,3 +214,41 @@ func fromStreamValue(v events.DynamoDBAttributeValue) (types.AttributeValue, err
 	}
 	return nil, fmt.Errorf("unknown attribute type %v", v.DataType())
 }
+
+// ToStreamImage converts an item into a stream record's image, as a Lambda event carries it: the
+// inverse of FromStreamImage (for tests and tools that build stream events).
+func ToStreamImage(item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	out := make(map[string]events.DynamoDBAttributeValue, len(item))
+	for k, v := range item {
+		out[k] = toStreamValue(v)
+	}
+	return out
+}
+
+func toStreamValue(v types.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = toStreamValue(e)
+		}
+		return events.NewListAttribute(l)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(ToStreamImage(v.Value))
+	}
+	return events.NewNullAttribute()
+}
