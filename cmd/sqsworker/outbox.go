@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
-	"github.com/sqsworker/sqsworker/pkg/ddbstream"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -342,68 +340,13 @@ func outboxRow(e *outbox.Entry) string {
 	return "outbox\t" + string(e.State)
 }
 
-// localRelay is the outbox's relay for local runs (`sqsworker run`, the demo): the stream relay
-// fed by our own stream poller (the event source mapping's semantics), and the sweeper, a
-// long-running outbox.Relay over the same table. On the embedded emulator the outbox's
-// transactions emit no stream records (docs/OUTBOX.md), so there the sweeper sends every job;
-// the stream path carries what single-item writes insert, and the claim decides between them.
-type localRelay struct {
-	stream  *ddbstream.Poller
-	sweeper *outbox.Relay
-}
-
-// newLocalRelay builds the local relay of an outbox table that sends to one queue. sched, when
-// set, delivers jobs delayed beyond 15 minutes.
-func newLocalRelay(ob *dynamooutbox.Outbox, streamARN string, streams ddbstream.StreamsAPI, sqsClient producer.SQSAPI, queueURL string,
-	sched producer.JobScheduler, logger *slog.Logger) (*localRelay, error) {
-	p, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: queueURL, Scheduler: sched})
-	if err != nil {
-		return nil, err
-	}
-	mk := func(id string) (*outbox.Relay, error) {
-		return outbox.NewRelay(outbox.RelayConfig{Store: ob, Producers: []*producer.Producer{p}, ID: id, Logger: logger,
-			PollInterval: 500 * time.Millisecond})
-	}
-	base := "local-" + strconv.Itoa(os.Getpid())
-	streamRelay, err := mk(base + "-stream")
-	if err != nil {
-		return nil, err
-	}
-	sweeper, err := mk(base + "-sweep")
-	if err != nil {
-		return nil, err
-	}
-	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: ob, Relay: streamRelay, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	lr := &localRelay{sweeper: sweeper}
-	if streamARN != "" {
-		lr.stream, err = ddbstream.New(ddbstream.Config{Streams: streams, StreamARN: streamARN, Handler: sr, Filter: ddbstream.InsertsOnly,
-			StartingPosition: ddbstream.Latest, ReportBatchItemFailures: true, BisectBatchOnFunctionError: true, MaximumRetryAttempts: 3,
-			Logger: logger})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return lr, nil
-}
-
-// run runs the stream poller and the sweeper until ctx is done.
-func (lr *localRelay) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	if lr.stream != nil {
-		wg.Go(func() { _ = lr.stream.Run(ctx) })
-	}
-	wg.Go(func() { _ = lr.sweeper.Run(ctx) })
-	wg.Wait()
-}
-
-// runOutboxRelay returns the local relay of the stack's outbox for `sqsworker run`, or nil when
-// the stack has no outbox table. queueARN, when known, lets it deliver long delays through the
-// stack's schedule group.
+// runOutboxRelay returns the local relay of the stack's outbox for `sqsworker run` (the stream
+// relay on our own stream poller, and the sweeper), or nil when the stack has no outbox table.
+// On the embedded emulator the outbox's transactions emit no stream records (docs/OUTBOX.md),
+// so there the sweeper sends every job. queueARN, when known, lets it deliver long delays through
+// the stack's schedule group.
 func runOutboxRelay(ctx context.Context, b *awslocal.Backend, stack, queueURL, queueARN string, sqsClient producer.SQSAPI,
-	schedClient schedule.SchedulerAPI, stdout, stderr io.Writer) (*localRelay, error) {
+	schedClient schedule.SchedulerAPI, stdout, stderr io.Writer) (*dynamooutbox.Runner, error) {
 	c := &awsClients{where: b.URL, local: true, ddb: b.DynamoDB()}
 	ob, streamARN, err := stackOutbox(ctx, c, stack)
 	if err != nil || ob == nil {
@@ -416,8 +359,14 @@ func runOutboxRelay(ctx context.Context, b *awslocal.Backend, stack, queueURL, q
 			return nil, err
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	lr, err := newLocalRelay(ob, streamARN, dynamodbstreams.NewFromConfig(b.Config), sqsClient, queueURL, sched, logger)
+	p, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: queueURL, Scheduler: sched})
+	if err != nil {
+		return nil, err
+	}
+	lr, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: []*producer.Producer{p},
+		Streams: dynamodbstreams.NewFromConfig(b.Config), StreamARN: streamARN, ID: "run-" + strconv.Itoa(os.Getpid()),
+		Relay:  outbox.RelayConfig{PollInterval: 500 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return nil, err
 	}

@@ -221,7 +221,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = d.Run(dctx) })
 	if relay != nil {
-		wg.Go(func() { relay.run(dctx) })
+		wg.Go(func() { _ = relay.Run(dctx) })
 	}
 	err = p.Run(ctx) // returns once ctx is done and the batches in flight are settled
 	stopDispatcher()
