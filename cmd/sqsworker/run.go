@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/lambdarun"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
@@ -149,7 +150,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		if _, err = awslocal.ProvisionScheduleGroup(ctx, schedClient, stack); err != nil {
 			return err
 		}
-		if _, _, err = awslocal.ProvisionOutboxTable(ctx, b.DynamoDB(), stack); err != nil {
+		if _, err = dynamooutbox.CreateTable(ctx, b.DynamoDB(), awslocal.OutboxTableName(stack)); err != nil {
 			return err
 		}
 		queueURL, dlqURL, queueARN = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL), st.QueueARN

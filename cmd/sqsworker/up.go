@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 )
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -67,8 +68,8 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			if err != nil {
 				return err
 			}
-			outboxTable, _, err := awslocal.ProvisionOutboxTable(ctx, b.DynamoDB(), stack)
-			if err != nil {
+			outboxTable := awslocal.OutboxTableName(stack)
+			if _, err := dynamooutbox.CreateTable(ctx, b.DynamoDB(), outboxTable); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()

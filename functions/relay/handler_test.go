@@ -40,8 +40,8 @@ func TestRelayFunctionStreamAndSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, _, err := awslocal.ProvisionOutboxTable(ctx, b.DynamoDB(), name)
-	if err != nil {
+	table := awslocal.OutboxTableName(name)
+	if _, err := dynamooutbox.CreateTable(ctx, b.DynamoDB(), table); err != nil {
 		t.Fatal(err)
 	}
 	p, err := producer.New(producer.Config{SQS: client, QueueURL: stack.QueueURL})

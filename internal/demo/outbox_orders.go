@@ -55,7 +55,8 @@ const (
 func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awslocal.Stack, sqsClient *sqs.Client, prod *producer.Producer,
 	st *status.Table, track *tracker, logger *slog.Logger) (*dynamooutbox.Runner, *dynamooutbox.Outbox, *OutboxReport, error) {
 	ddb := b.DynamoDB()
-	table, streamARN, err := awslocal.ProvisionOutboxTable(ctx, ddb, stack.Name)
+	table := awslocal.OutboxTableName(stack.Name)
+	streamARN, err := dynamooutbox.CreateTable(ctx, ddb, table)
 	if err != nil {
 		return nil, nil, nil, err
 	}

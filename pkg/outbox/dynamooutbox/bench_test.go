@@ -119,7 +119,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		b.Fatal(err)
 	}
 	e.queue = st.QueueURL
-	table, streamARN, err := awslocal.ProvisionOutboxTable(ctx, e.ddb, name)
+	table := awslocal.OutboxTableName(name)
+	streamARN, err := dynamooutbox.CreateTable(ctx, e.ddb, table)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +163,9 @@ func (e *benchEnv) sentAt(b *testing.B) time.Time {
 
 func percentiles(b *testing.B, d []time.Duration) {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	at := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000 }
+	at := func(p float64) float64 {
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
 }

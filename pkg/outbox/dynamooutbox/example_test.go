@@ -41,8 +41,8 @@ func ExampleOutbox_Transact() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	table, _, err := awslocal.ProvisionOutboxTable(ctx, ddb, name)
-	if err != nil {
+	table := awslocal.OutboxTableName(name)
+	if _, err := dynamooutbox.CreateTable(ctx, ddb, table); err != nil {
 		log.Fatal(err)
 	}
 	users := name + "-users"

@@ -2,6 +2,8 @@ package dynamooutbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 
@@ -118,4 +120,30 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 // whose attribute this table shares.
 func EnableTTL(ctx context.Context, client idempotency.TTLAPI, table string) error {
 	return idempotency.EnableTTL(ctx, client, table)
+}
+
+// TableAPI is the part of the DynamoDB client CreateTable uses.
+type TableAPI interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	idempotency.TTLAPI
+}
+
+// CreateTable creates (or finds) an outbox table named name (TableInput) and enables its TTL,
+// for local runs and tests (the CDK stack declares the same table). It returns the table's
+// stream ARN.
+func CreateTable(ctx context.Context, client TableAPI, name string) (streamARN string, err error) {
+	_, err = client.CreateTable(ctx, TableInput(name))
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return "", fmt.Errorf("dynamooutbox: create table %s: %w", name, err)
+	}
+	if err := EnableTTL(ctx, client, name); err != nil {
+		return "", err
+	}
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("dynamooutbox: describe table %s: %w", name, err)
+	}
+	return aws.ToString(out.Table.LatestStreamArn), nil
 }
