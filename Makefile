@@ -34,7 +34,7 @@ FUZZTIME ?= 30s
 # Every fuzz target, as package:Target. `make test` runs their seed corpora as ordinary tests.
 FUZZ_TARGETS := ./internal/jsonscan:FuzzSkipValue ./internal/jsonscan:FuzzString \
 	./internal/sqsevent:FuzzDecode ./pkg/jobs:FuzzEnvelopeStringsEscape ./pkg/jobs:FuzzParseEnvelope \
-	./pkg/schedule:FuzzParse
+	./pkg/schedule:FuzzParse ./pkg/outbox/dynamooutbox:FuzzDecodeItem
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -172,6 +172,11 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 		str("apiAsset", &a.Asset)
 		p.Api = a
 	}
+	var outbox bool
+	if boolean("outbox", &outbox); outbox {
+		p.Outbox = &jobqueue.OutboxProps{}
+		str("relayAsset", &p.Outbox.RelayAsset)
+	}
 	if len(errs) > 0 {
 		return p, fmt.Errorf("infra: %v", errs)
 	}

@@ -32,6 +32,13 @@ func TestPropsFromContext(t *testing.T) {
 		!p.WorkerStatusQueries || p.RecursiveLoop != awslambda.RecursiveLoop_ALLOW {
 		t.Fatalf("props = %+v", p)
 	}
+	if p.Outbox != nil {
+		t.Fatalf("an outbox without -c outbox=true: %+v", p.Outbox)
+	}
+	p, err = PropsFromContext(func(k string) string { return map[string]string{"outbox": "true", "relayAsset": "r.zip"}[k] })
+	if err != nil || p.Outbox == nil || p.Outbox.RelayAsset != "r.zip" {
+		t.Fatalf("outbox=true: %+v, %v", p.Outbox, err)
+	}
 	p, err = PropsFromContext(func(string) string { return "" })
 	if err != nil || p.Name != "sqsworker" || p.Api != nil {
 		t.Fatalf("defaults: %+v, %v", p, err)

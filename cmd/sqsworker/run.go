@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/lambdarun"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
@@ -44,7 +45,8 @@ func newRunCmd(g *globals) *cobra.Command {
 bootstrap runs under the AWS Lambda Runtime Interface Emulator (--concurrency instances, one
 batch at a time each), fed by the poller with the semantics of an SQS event source mapping
 (batch size, batching window, partial batch failures, the function timeout as the invoke
-deadline), while the schedule dispatcher fires the stack's schedules.
+deadline), while the schedule dispatcher fires the stack's schedules and, when the stack has
+an outbox table, the outbox relay (our stream poller and the sweeper) sends its jobs.
 
 --function DIR builds the Go main package DIR for this machine (go build -tags lambda.norpc);
 --bootstrap PATH runs an already built executable. The function gets SQSWORKER_QUEUE_URL,
@@ -136,7 +138,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 
 	sqsClient := sqs.NewFromConfig(b.Config)
 	schedClient := scheduler.NewFromConfig(b.Config)
-	var queueURL, dlqURL, table string
+	var queueURL, dlqURL, table, queueARN string
 	if b.Kind != awslocal.Endpoint {
 		st, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: stack, FIFO: o.fifo})
 		if err != nil {
@@ -148,7 +150,10 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		if _, err = awslocal.ProvisionScheduleGroup(ctx, schedClient, stack); err != nil {
 			return err
 		}
-		queueURL, dlqURL = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL)
+		if _, err = dynamooutbox.CreateTable(ctx, b.DynamoDB(), awslocal.OutboxTableName(stack)); err != nil {
+			return err
+		}
+		queueURL, dlqURL, queueARN = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL), st.QueueARN
 	} else {
 		c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()}
 		refs, err := resolveStack(ctx, c, stack, o.fifo, needQueue|needDLQ|needTable)
@@ -161,6 +166,10 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	fmt.Fprintf(stdout, "queue     %s\n", queueURL)
 	fmt.Fprintf(stdout, "dlq       %s\n", dlqURL)
 	fmt.Fprintf(stdout, "table     %s\n", table)
+	relay, err := runOutboxRelay(ctx, b, stack, queueURL, queueARN, sqsClient, schedClient, stdout, stderr)
+	if err != nil {
+		return err
+	}
 	if b.Kind == awslocal.Embedded {
 		fmt.Fprintf(stdout, "\nserving the embedded emulator at %s until Ctrl-C (its state ends with it). In another terminal:\n"+
 			"  export AWS_ENDPOINT_URL=%s\n  sqsworker enqueue email.send '{\"to\":\"ada@example.com\"}' --stack %s\n\n", b.URL, b.URL, stack)
@@ -212,6 +221,9 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	dctx, stopDispatcher := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = d.Run(dctx) })
+	if relay != nil {
+		wg.Go(func() { _ = relay.Run(dctx) })
+	}
 	err = p.Run(ctx) // returns once ctx is done and the batches in flight are settled
 	stopDispatcher()
 	wg.Wait()

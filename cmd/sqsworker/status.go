@@ -73,17 +73,30 @@ which lags writes by up to about a second.`,
 			case err != nil:
 				return err
 			}
+			ob := outboxStatus(ctx, c, stack, j.JobID)
 			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), toJobJSON(j))
+				doc := struct {
+					jobJSON
+					Outbox *outboxJSON `json:"outbox,omitempty"`
+				}{jobJSON: toJobJSON(j)}
+				if ob != nil {
+					o := toOutboxJSON(*ob)
+					doc.Outbox = &o
+				}
+				return writeJSON(cmd.OutOrStdout(), doc)
 			}
-			return printJob(cmd, j)
+			var rows []string
+			if ob != nil {
+				rows = append(rows, outboxRow(ob))
+			}
+			return printJob(cmd, j, rows...)
 		},
 	}
 	return cmd
 }
 
-// printJob prints one record as aligned "field value" lines.
-func printJob(cmd *cobra.Command, j status.Job) error {
+// printJob prints one record as aligned "field value" lines, then rows ("field\tvalue").
+func printJob(cmd *cobra.Command, j status.Job, rows ...string) error {
 	col := colourFor(cmd.OutOrStdout())
 	tw := newTable(cmd.OutOrStdout())
 	state := col.state(string(j.State))
@@ -114,5 +127,8 @@ func printJob(cmd *cobra.Command, j status.Job) error {
 	}
 	fmt.Fprintf(tw, "updated\t%s\n", showTime(j.UpdatedAt))
 	fmt.Fprintf(tw, "expires\t%s\n", showTime(j.ExpiresAt))
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
 	return tw.Flush()
 }

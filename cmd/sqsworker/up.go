@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 )
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -18,7 +19,8 @@ func newUpCmd(g *globals) *cobra.Command {
 		Short: "Provision a stack's queue, DLQ (with its redrive policy) and job table",
 		Long: `up creates the queues <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a
 redrive policy, the DynamoDB job table <stack>-jobs (idempotency and status, with its
-indexes and TTL) and the EventBridge Scheduler schedule group <stack>-jobs. It is idempotent.
+indexes and TTL), the EventBridge Scheduler schedule group <stack>-jobs and the transactional
+outbox table <stack>-outbox (with its stream). It is idempotent.
 
 With --endpoint (or AWS_ENDPOINT_URL) it provisions that emulator or LocalStack and exits.
 Without one it starts the embedded emulator on localhost:--port (4566 by default),
@@ -66,12 +68,17 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			if err != nil {
 				return err
 			}
+			outboxTable := awslocal.OutboxTableName(stack)
+			if _, err := dynamooutbox.CreateTable(ctx, b.DynamoDB(), outboxTable); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
 			fmt.Fprintf(out, "queue     %s\n          %s\n", b.QueueURL(st.QueueURL), st.QueueARN)
 			fmt.Fprintf(out, "dlq       %s\n          %s\n", b.QueueURL(st.DLQURL), st.DLQARN)
 			fmt.Fprintf(out, "table     %s\n", table)
 			fmt.Fprintf(out, "schedules %s (schedule group)\n", group)
+			fmt.Fprintf(out, "outbox    %s (transactional outbox, with its stream)\n", outboxTable)
 			if b.Kind != awslocal.Embedded {
 				return nil
 			}

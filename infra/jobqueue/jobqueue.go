@@ -35,7 +35,8 @@ type JobQueue struct {
 	AlarmTopic    awssns.Topic
 	Alarms        []awscloudwatch.Alarm
 	Dashboard     awscloudwatch.Dashboard
-	Api           *Api // nil unless Props.Api: the HTTP producer (api.go)
+	Api           *Api    // nil unless Props.Api: the HTTP producer (api.go)
+	Outbox        *Outbox // nil without Props.Outbox
 }
 
 func secs(d interface{ Seconds() float64 }) awscdk.Duration {
@@ -63,5 +64,8 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	jq.dashboard()
 	jq.api()
 	jq.outputs()
+	if err := jq.addOutbox(); err != nil {
+		return nil, err
+	}
 	return jq, nil
 }

@@ -108,6 +108,8 @@ type Props struct {
 	// Api, when set, deploys the HTTP producer (functions/api) behind a function URL: see
 	// ApiProps (api.go). Defaults to nil: no API.
 	Api *ApiProps
+	// Outbox, when set, adds the transactional outbox (outbox.go). Defaults to nil: none.
+	Outbox *OutboxProps
 }
 
 // Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).
@@ -245,6 +247,9 @@ func (p Props) Validate() error {
 	}
 	if p.Api != nil {
 		errs = append(errs, p.Api.validate()...)
+	}
+	if p.Outbox != nil {
+		errs = append(errs, p.Outbox.validate()...)
 	}
 	return errors.Join(errs...)
 }

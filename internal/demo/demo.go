@@ -70,6 +70,8 @@ type Report struct {
 	Rows    []Row
 	DLQ     []DeadLetter
 	Elapsed time.Duration
+	// Outbox is what the transactional outbox's two orders did.
+	Outbox *OutboxReport
 }
 
 // Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
@@ -158,7 +160,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "enqueued  %d jobs; running the poller, the worker and the local schedule dispatcher…\n", track.count())
+	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, st, track, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "enqueued  %d jobs; running the poller, the worker, the local schedule dispatcher and the outbox relay…\n", track.count())
 	disp, err := schedule.NewDispatcher(schedule.DispatcherConfig{Scheduler: sch, SQS: client, Group: group,
 		Interval: time.Second, Now: clock, Logger: opts.Logger})
 	if err != nil {
@@ -174,15 +180,17 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	runErr := make(chan error, 2)
+	runErr := make(chan error, 3)
 	go func() { runErr <- p.Run(runCtx) }()
 	go func() { runErr <- disp.Run(runCtx) }()
+	go func() { runErr <- relay.Run(runCtx) }()
 	deadline := time.After(opts.Timeout)
 	for phase, wait := range []chan struct{}{track.sent, track.done} {
 		select {
 		case <-wait:
 		case <-deadline:
 			stop()
+			<-runErr
 			<-runErr
 			<-runErr
 			return nil, fmt.Errorf("demo: not every job settled within %s", opts.Timeout)
@@ -198,7 +206,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		}
 	}
 	stop()
-	for range 2 {
+	for range 3 {
 		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("demo: %w", err)
 		}
@@ -236,8 +244,14 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	sort.SliceStable(rep.DLQ, func(i, j int) bool {
 		return pos[rep.DLQ[i].Failure.SourceMessageID] < pos[rep.DLQ[j].Failure.SourceMessageID]
 	})
+	refused, err := orep.checkRefused(ctx, ob, st, rep.Rows)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows, rep.Outbox = append(rep.Rows, refused), orep
 	rep.Elapsed = time.Since(start)
 	rep.print(w)
+	orep.print(w)
 	return rep, nil
 }
 
@@ -487,6 +501,9 @@ func (r *Report) print(w io.Writer) {
 		if row.Status != nil {
 			st = fmt.Sprintf("%s, %d run(s)", row.Status.State, row.Status.Runs)
 		}
+		if row.Outcome == neverEnqueued {
+			ran = "0×"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", dash(row.JobID), dash(row.Kind), row.Attempts, outcome, ran, st, row.Label)
 	}
 	tw.Flush()
@@ -498,7 +515,13 @@ func (r *Report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.Reason, dash(f.Kind), dash(f.JobID), f.Attempts, clip(f.Error, 60), clip(d.Body, 40))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nall %d jobs settled in %s\n", len(r.Rows), r.Elapsed.Round(100*time.Millisecond))
+	settled := 0
+	for _, row := range r.Rows {
+		if row.Outcome != neverEnqueued {
+			settled++
+		}
+	}
+	fmt.Fprintf(w, "\nall %d jobs settled in %s\n", settled, r.Elapsed.Round(100*time.Millisecond))
 }
 
 func dash(s string) string {

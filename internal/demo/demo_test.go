@@ -47,9 +47,10 @@ func TestDemoEndToEnd(t *testing.T) {
 		"cancels itself":                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
 		"malformed body (plain SendMessage)":                          {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
+		committedLabel:                                                {worker.OutcomeSucceeded, "", 1},
 	}
-	if len(rep.Rows) != 13 {
-		t.Fatalf("rows = %d, want 13", len(rep.Rows))
+	if len(rep.Rows) != 15 {
+		t.Fatalf("rows = %d, want 15", len(rep.Rows))
 	}
 	var twins []string
 	for _, r := range rep.Rows {
@@ -57,6 +58,13 @@ func TestDemoEndToEnd(t *testing.T) {
 			twins = append(twins, r.Outcome)
 			if r.Runs != 1 || r.Status == nil || r.Status.State != idempotency.StateSucceeded || r.Status.Runs != 1 {
 				t.Errorf("%s: ran %d times, status %+v; want one run and a succeeded record", r.Label, r.Runs, r.Status)
+			}
+			continue
+		}
+		if r.Label == refusedLabel {
+			// The order whose transaction failed: its job was never anywhere.
+			if r.Outcome != neverEnqueued || r.Runs != 0 || r.Status != nil || r.JobID != rep.Outbox.Refused {
+				t.Errorf("%s: %+v", r.Label, r)
 			}
 			continue
 		}
@@ -114,7 +122,11 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("no dead letter with reason %s", r)
 		}
 	}
-	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 13 jobs settled", "its status in the table: scheduled", "moving the local dispatcher's clock"} {
+	if o := rep.Outbox; o == nil || len(o.RefusedFound) != 0 || o.Committed == "" || !strings.Contains(o.RefusedErr, "ConditionalCheckFailed") {
+		t.Errorf("outbox report %+v: want the refused order's job found nowhere", o)
+	}
+	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 14 jobs settled", "transaction cancelled, the widget is sold out",
+		"is found nowhere: not in the outbox, no status record, never delivered", "its status in the table: scheduled", "moving the local dispatcher's clock"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}

@@ -233,6 +233,10 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 	for i := range entries {
 		e := &entries[i]
 		outcomes[i] = Outcome{ID: e.ID(), Attempts: e.Attempts}
+		if e.Corrupt != "" {
+			r.failed(ctx, e, &outcomes[i], fmt.Errorf("the stored entry cannot be read: %s", e.Corrupt))
+			continue
+		}
 		p := r.producerFor(e.Message.QueueURL)
 		if p == nil {
 			r.failed(ctx, e, &outcomes[i], fmt.Errorf("no producer of this relay sends to queue %s", e.Message.QueueURL))

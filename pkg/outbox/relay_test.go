@@ -373,3 +373,53 @@ func (c *cancellingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessag
 	c.cancel()
 	return nil, context.Canceled
 }
+
+// A corrupt entry (one its store could not read back) is never sent: it fails with the store's
+// reason until it is dead, and the entries beside it go out.
+func TestRelayFailsCorruptEntriesUntilDead(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: t0}
+	api := &fakeSQS{}
+	p := newProducer(t, api, stdURL, clk)
+	mem := outbox.NewMemoryStore()
+	bad, good := prepare(t, p, clk, "bad"), prepare(t, p, clk, "good")
+	if err := mem.Add(bad, good); err != nil {
+		t.Fatal(err)
+	}
+	s := &corruptingStore{MemoryStore: mem, id: bad.ID()}
+	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 2, Logger: quiet(),
+		Backoff: jobs.PolicyFunc(func(int) time.Duration { return time.Second })})
+	ctx := context.Background()
+	if st, err := r.RunOnce(ctx); err != nil || st.Sent != 1 || st.Failed != 1 {
+		t.Fatalf("first pass %+v, %v", st, err)
+	}
+	clk.Add(time.Second)
+	if st, err := r.RunOnce(ctx); err != nil || st.Dead != 1 {
+		t.Fatalf("second pass %+v, %v", st, err)
+	}
+	e, _ := mem.Get(ctx, bad.ID())
+	if e.State != outbox.StateDead || !strings.Contains(e.LastError, "cannot be read: attribute body is garbage") {
+		t.Errorf("corrupt entry ended %+v", e)
+	}
+	for _, b := range api.sent() {
+		if strings.Contains(b, bad.ID()) {
+			t.Errorf("the corrupt entry was sent: %s", b)
+		}
+	}
+}
+
+// corruptingStore marks one entry corrupt when it is claimed.
+type corruptingStore struct {
+	*outbox.MemoryStore
+	id string
+}
+
+func (c *corruptingStore) Claim(ctx context.Context, cl outbox.Claim) ([]outbox.Entry, error) {
+	got, err := c.MemoryStore.Claim(ctx, cl)
+	for i := range got {
+		if got[i].ID() == c.id {
+			got[i].Corrupt = "attribute body is garbage"
+		}
+	}
+	return got, err
+}

@@ -42,6 +42,11 @@ type Entry struct {
 	LockedUntil time.Time
 	// LastError is why the last send failed ("" if none did).
 	LastError string
+	// Corrupt, when not empty, says why the store could not read the entry back (a row or item
+	// that other code wrote, or that was damaged); Message holds what could be read. A relay does
+	// not send such an entry: it fails it with this reason, so that after MaxAttempts it is dead,
+	// with the reason, and holds nothing else up.
+	Corrupt string
 }
 
 // ID returns the entry's id: its job id.

@@ -41,7 +41,8 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // worker's tuning variables, recursion detection off without scheduling, the longest names
 // Validate accepts, with and without scheduling, and the HTTP producer: IAM-authenticated with
 // schemas inline and in a layer, and public (AuthType NONE, its cdk-nag finding suppressed)
-// without the job table.
+// without the job table; and the transactional outbox, on a standard and on a FIFO stack without
+// scheduling.
 var All = []Shape{
 	{"default", props(jobqueue.Props{Name: "sqsworker"}), nil},
 	{"fifo", props(jobqueue.Props{Name: "fifo", FIFO: true}), nil},
@@ -68,6 +69,9 @@ var All = []Shape{
 		},
 		MaxArgsBytes: 16 << 10, ShowDetails: true, ReservedConcurrency: 25, LogLevel: "debug",
 	}}), nil},
+	{"outbox", props(jobqueue.Props{Name: "ob", Outbox: &jobqueue.OutboxProps{}, LogLevel: "debug"}), nil},
+	{"outbox-fifo", props(jobqueue.Props{Name: "obf", FIFO: true, DisableScheduling: true, DeletionProtection: true,
+		Outbox: &jobqueue.OutboxProps{BatchSize: 500, RetryAttempts: 10, MaxAttempts: 20, SweepAfter: 2 * time.Minute, Timeout: time.Minute}}), nil},
 	{"api-public", props(jobqueue.Props{Name: "pub", DisableScheduling: true, Api: &jobqueue.ApiProps{
 		Kinds: []jobqueue.ApiKind{{Kind: "email.send"}}, AuthType: awslambda.FunctionUrlAuthType_NONE, DisableStatus: true,
 	}}), func(jq *jobqueue.JobQueue) {
@@ -113,6 +117,11 @@ func Synth(dir, cdkJSON, asset string) ([]string, error) {
 		stack := awscdk.NewStack(app, jsii.String("shape-"+s.Name), nil)
 		p := s.Props(stack)
 		p.WorkerAsset = asset
+		if p.Outbox != nil {
+			o := *p.Outbox
+			o.RelayAsset = asset // a stub bootstrap, like the worker's
+			p.Outbox = &o
+		}
 		if p.Api != nil {
 			a := *p.Api
 			a.Asset = testasset.ApiZip(asset)
@@ -131,6 +140,7 @@ func Synth(dir, cdkJSON, asset string) ([]string, error) {
 			AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		})
 		jq.GrantEnqueue(producer)
+		jq.GrantOutboxWrite(producer)
 		if jq.Api != nil {
 			jq.GrantInvokeApi(producer)
 		}

@@ -1,0 +1,687 @@
+package dynamooutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsworker/sqsworker/pkg/outbox"
+)
+
+// Placeholders of the expressions below. The embedded emulator substitutes names and values by
+// plain text replacement, so none may be a prefix of another (TestPlaceholdersArePrefixFree).
+var names = map[string]string{
+	"#pk": AttrPK, "#v": AttrVersion, "#st": AttrState, "#av": AttrAvailableAt, "#at": AttrAttempts,
+	"#lb": AttrLockedBy, "#lu": AttrLockedUntil, "#le": AttrLastError, "#gpk": AttrGSIPK, "#exp": AttrExpires,
+}
+
+const (
+	// leaseFree: no live claim at :now.
+	leaseFree = "(attribute_not_exists(#lu) OR #lu <= :now)"
+	// claimSweep is the condition of a claim by Claim: pending, due, unclaimed, a known format.
+	claimSweep = "#st = :pending AND #v <= :ver AND #av <= :now AND " + leaseFree
+	// claimStream is the condition of a claim for a stream record: as claimSweep, but a job
+	// never attempted is taken at once (the stream brings it at its commit).
+	claimStream = "#st = :pending AND #v <= :ver AND (#av <= :now OR #at = :zero) AND " + leaseFree
+	// guard is the condition of every write-back: the writer's claim is still the item's.
+	guard = "#st = :pending AND #lb = :owner AND #at = :att"
+)
+
+// claimMode says which condition a claim uses.
+type claimMode int
+
+const (
+	modeSweep claimMode = iota
+	modeStream
+)
+
+// candidate is an item a claim will try, in commit order.
+type candidate struct {
+	k   key
+	ord string
+}
+
+// Claim implements [outbox.Store]: it reads the due entries from the by_state index (every
+// shard, merged in commit order), claims each with a conditional UpdateItem (pending, due,
+// unclaimed), and returns those it won. A FIFO group is read with one strongly consistent Query
+// of its partition and claimed from its oldest unsent job on, stopping at the first it cannot
+// claim. Entries never attempted are due only Config.SweepAfter after their commit.
+func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, error) {
+	if c.Owner == "" || c.Max <= 0 || !c.Until.After(c.Now) {
+		return nil, fmt.Errorf("%w: claim needs an owner, a positive Max and Until after Now", outbox.ErrInvalid)
+	}
+	cands, err := o.dueCandidates(ctx, c.Now, c.Max)
+	if err != nil {
+		return nil, err
+	}
+	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep)
+	if len(failures) > 0 {
+		var errs []error
+		for _, err := range failures {
+			errs = append(errs, err)
+		}
+		if len(entries) == 0 {
+			return nil, fmt.Errorf("dynamooutbox: claim: %w", errors.Join(errs...))
+		}
+		o.cfg.Logger.WarnContext(ctx, "outbox claims failed; those entries are tried again later", "table", o.cfg.Table, "failed", len(errs), "error", errs[0])
+	}
+	return entries, nil
+}
+
+// due reports whether the sweeper may take an item now, by its available and creation times: a
+// job never attempted since its commit (available == created) waits SweepAfter for the stream.
+func (o *Outbox) due(avail, created int64, now time.Time) bool {
+	n := now.UnixMilli()
+	if avail > n {
+		return false
+	}
+	return avail != created || created <= now.Add(-o.cfg.SweepAfter).UnixMilli()
+}
+
+// dueCandidates reads up to max due entries per shard of the by_state index, merged by commit
+// order.
+func (o *Outbox) dueCandidates(ctx context.Context, now time.Time, max int) ([]candidate, error) {
+	per := make([][]candidate, Shards)
+	err := o.parallel(ctx, Shards, func(ctx context.Context, s int) error {
+		in := &dynamodb.QueryInput{
+			TableName:                aws.String(o.cfg.Table),
+			IndexName:                aws.String(IndexByState),
+			KeyConditionExpression:   aws.String("#gpk = :gpk"),
+			FilterExpression:         aws.String("#av <= :now"),
+			ProjectionExpression:     aws.String("#pk, #sk, #ord, #av, #ca"),
+			ExpressionAttributeNames: map[string]string{"#gpk": AttrGSIPK, "#av": AttrAvailableAt, "#pk": AttrPK, "#sk": AttrSK, "#ord": AttrOrd, "#ca": AttrCreatedAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":gpk": attrS(statePartition(string(outbox.StatePending), s)),
+				":now": attrN(now.UnixMilli()),
+			},
+			Limit: aws.Int32(int32(min(1000, 4*max+16))),
+		}
+		for {
+			out, err := o.cfg.Client.Query(ctx, in)
+			if err != nil {
+				return fmt.Errorf("dynamooutbox: query %s shard %d: %w", IndexByState, s, err)
+			}
+			for _, it := range out.Items {
+				pk, _ := getS(it, AttrPK)
+				sk, _ := getS(it, AttrSK)
+				ord, _ := getS(it, AttrOrd)
+				av, _, err1 := getN(it, AttrAvailableAt)
+				ca, _, err2 := getN(it, AttrCreatedAt)
+				if pk == "" || sk == "" || err1 != nil || err2 != nil || !o.due(av, ca, now) {
+					continue
+				}
+				per[s] = append(per[s], candidate{k: key{pk, sk}, ord: ord})
+			}
+			if len(per[s]) >= max || len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var all []candidate
+	for _, p := range per {
+		all = append(all, p...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ord < all[j].ord })
+	return all, nil
+}
+
+// attempt is one claim to try: a standard job, or a job of a FIFO group (group ≥ 0) that may be
+// claimed only after the attempts before it in its group succeeded.
+type attempt struct {
+	candidate
+	group int // index into groups, or -1
+}
+
+// claimCandidates claims the earliest claimable candidates, at most c.Max. It works in rounds:
+// each round tries, in parallel, as many of the next attempts (in commit order) as are still
+// wanted; the attempts of one FIFO group in a round run one after another, and a group's first
+// refused claim drops the rest of that group. failures maps the partition key of each item (or
+// FIFO group) whose read or claim failed (not a refused condition) to the error.
+func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode) (entries []outbox.Entry, failures map[string]error) {
+	// FIFO candidates stand for their group: read each group once, in order, from its head.
+	type group struct {
+		pk      string
+		dropped bool
+	}
+	var groups []*group
+	groupOf := map[string]int{}
+	var attempts []attempt
+	for _, cd := range cands {
+		if !cd.k.fifo() {
+			attempts = append(attempts, attempt{candidate: cd, group: -1})
+			continue
+		}
+		if _, ok := groupOf[cd.k.pk]; !ok {
+			groupOf[cd.k.pk] = len(groups)
+			groups = append(groups, &group{pk: cd.k.pk})
+		}
+	}
+	var (
+		mu      sync.Mutex
+		claimed []claimedEntry
+	)
+	failures = map[string]error{}
+	fail := func(pk string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := failures[pk]; !ok {
+			failures[pk] = err
+		}
+	}
+	heads := make([][]candidate, len(groups))
+	o.parallel(ctx, len(groups), func(ctx context.Context, g int) error {
+		var err error
+		if heads[g], err = o.groupHead(ctx, groups[g].pk, c.Now, c.Max, mode); err != nil {
+			fail(groups[g].pk, err)
+		}
+		return nil
+	})
+	for g, h := range heads {
+		for _, cd := range h {
+			attempts = append(attempts, attempt{candidate: cd, group: g})
+		}
+	}
+	sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].ord < attempts[j].ord })
+
+	next := 0
+	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil {
+		// The next round: as many live attempts as are still wanted, grouped into units that run
+		// in parallel (a standard job, or the round's attempts of one group, in order).
+		want := c.Max - len(claimed)
+		var units [][]attempt
+		unitOf := map[int]int{}
+		for ; next < len(attempts) && want > 0; next++ {
+			a := attempts[next]
+			if a.group >= 0 && groups[a.group].dropped {
+				continue
+			}
+			want--
+			if a.group < 0 {
+				units = append(units, []attempt{a})
+				continue
+			}
+			u, ok := unitOf[a.group]
+			if !ok {
+				u = len(units)
+				unitOf[a.group] = u
+				units = append(units, nil)
+			}
+			units[u] = append(units[u], a)
+		}
+		o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
+			for _, a := range units[u] {
+				e, ok, err := o.claimOne(ctx, a.k, c, mode)
+				if err != nil {
+					fail(a.k.pk, err)
+				}
+				if ok {
+					mu.Lock()
+					claimed = append(claimed, claimedEntry{e, a.ord})
+					mu.Unlock()
+					continue
+				}
+				if a.group >= 0 {
+					mu.Lock()
+					groups[a.group].dropped = true
+					mu.Unlock()
+				}
+				return nil
+			}
+			return nil
+		})
+	}
+	sort.Slice(claimed, func(i, j int) bool { return claimed[i].ord < claimed[j].ord })
+	entries = make([]outbox.Entry, len(claimed))
+	for i := range claimed {
+		entries[i] = claimed[i].e
+	}
+	return entries, failures
+}
+
+// claimedEntry is a claimed entry with its commit-order key, to sort by.
+type claimedEntry struct {
+	e   outbox.Entry
+	ord string
+}
+
+// groupHead reads a FIFO group's unsent jobs (strongly consistent, in commit order) and returns
+// the ones that may be claimed now, from the oldest on, up to the first that may not (claimed
+// elsewhere, or waiting for a retry): at most max.
+func (o *Outbox) groupHead(ctx context.Context, pk string, now time.Time, max int, mode claimMode) ([]candidate, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(o.cfg.Table),
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		FilterExpression:         aws.String("#st = :pending"),
+		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#st": AttrState},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(pk), ":pending": attrS(string(outbox.StatePending)),
+		},
+		Limit: aws.Int32(int32(min(1000, max+16))),
+	}
+	var out []candidate
+	for {
+		res, err := o.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("dynamooutbox: read FIFO group %s: %w", pk, err)
+		}
+		for _, it := range res.Items {
+			e, k, err := decodeItem(it)
+			if err != nil {
+				return out, nil // a newer format holds the group: leave the rest to a newer relay
+			}
+			free := e.LockedBy == "" || !now.Before(e.LockedUntil)
+			var due bool
+			if mode == modeStream {
+				due = e.Attempts == 0 || !e.AvailableAt.After(now)
+			} else {
+				due = o.due(e.AvailableAt.UnixMilli(), e.CreatedAt.UnixMilli(), now)
+			}
+			if !free || !due || len(out) == max {
+				return out, nil
+			}
+			out = append(out, candidate{k: k, ord: k.sk})
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// claimOne claims one item with a conditional UpdateItem. ok is false when the condition
+// refused it (claimed, not due, gone, sent or dead).
+func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claimMode) (outbox.Entry, bool, error) {
+	cond := claimSweep
+	if mode == modeStream {
+		cond = claimStream
+	}
+	out, err := o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(o.cfg.Table),
+		Key:                      k.av(),
+		UpdateExpression:         aws.String("SET #at = #at + :one, #lb = :owner, #lu = :until"),
+		ConditionExpression:      aws.String(cond),
+		ExpressionAttributeNames: pick(names, "#st", "#v", "#av", "#lu", "#at", "#lb"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pending": attrS(string(outbox.StatePending)), ":ver": attrN(ItemVersion), ":now": attrN(c.Now.UnixMilli()),
+			":one": attrN(1), ":owner": attrS(c.Owner), ":until": attrN(c.Until.UnixMilli()), ":zero": attrN(0),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return outbox.Entry{}, false, nil
+		}
+		return outbox.Entry{}, false, fmt.Errorf("claim %s/%s: %w", k.pk, k.sk, err)
+	}
+	e, _, err := decodeItem(out.Attributes)
+	if err != nil {
+		// Claimed, but not readable as an entry at all: hand it back as corrupt under the key's id.
+		e.Corrupt = err.Error()
+	}
+	o.remember(e.ID(), k)
+	return e, true, nil
+}
+
+func (o *Outbox) remember(id string, k key) {
+	o.keysMu.Lock()
+	defer o.keysMu.Unlock()
+	if len(o.keys) > 100_000 { // entries claimed and never completed (a pass that failed): drop them
+		clear(o.keys)
+	}
+	o.keys[id] = k
+}
+
+// keyFor returns the key of an entry: remembered from its claim, derived from the id (standard
+// queues), or looked up in the by_id index (FIFO). ok is false when there is no such entry.
+func (o *Outbox) keyFor(ctx context.Context, id string, forget bool) (key, bool, error) {
+	o.keysMu.Lock()
+	k, ok := o.keys[id]
+	if ok && forget {
+		delete(o.keys, id)
+	}
+	o.keysMu.Unlock()
+	if ok {
+		return k, true, nil
+	}
+	out, err := o.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(o.cfg.Table),
+		IndexName:                 aws.String(IndexByID),
+		KeyConditionExpression:    aws.String("#id = :id"),
+		ExpressionAttributeNames:  map[string]string{"#id": AttrJobID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(id)},
+	})
+	if err != nil {
+		return key{}, false, fmt.Errorf("dynamooutbox: look up job %s in %s: %w", id, IndexByID, err)
+	}
+	for _, it := range out.Items {
+		pk, _ := getS(it, AttrPK)
+		sk, _ := getS(it, AttrSK)
+		if pk != "" && sk != "" {
+			return key{pk, sk}, true, nil
+		}
+	}
+	return key{pk: standardPrefix + id, sk: standardSK}, true, nil
+}
+
+// Complete implements [outbox.Store]: one conditional write per outcome, guarded by the claim
+// (pending, locked by owner, attempts as claimed): a DeleteItem for a sent entry (or an
+// UpdateItem that marks it sent, with Config.KeepSent), an UpdateItem otherwise. Writes refused
+// by their guard are skipped.
+func (o *Outbox) Complete(ctx context.Context, owner string, outcomes []outbox.Outcome) error {
+	now := o.cfg.Now()
+	var mu sync.Mutex
+	var errs []error
+	err := o.parallel(ctx, len(outcomes), func(ctx context.Context, i int) error {
+		oc := outcomes[i]
+		k, _, err := o.keyFor(ctx, oc.ID, true)
+		if err == nil {
+			err = o.completeOne(ctx, k, owner, oc, now)
+		}
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Outbox) completeOne(ctx context.Context, k key, owner string, oc outbox.Outcome, now time.Time) error {
+	values := map[string]types.AttributeValue{
+		":pending": attrS(string(outbox.StatePending)), ":owner": attrS(owner), ":att": attrN(int64(oc.Attempts)),
+	}
+	var err error
+	if oc.Sent && o.cfg.KeepSent == 0 {
+		_, err = o.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(o.cfg.Table), Key: k.av(), ConditionExpression: aws.String(guard),
+			ExpressionAttributeNames: pick(names, "#st", "#lb", "#at"), ExpressionAttributeValues: values,
+		})
+	} else {
+		var update string
+		used := []string{"#st", "#lb", "#at", "#lu"}
+		switch {
+		case oc.Sent:
+			update = "SET #st = :sent, #exp = :exp REMOVE #gpk, #lb, #lu"
+			values[":sent"] = attrS(string(outbox.StateSent))
+			values[":exp"] = attrN(expSeconds(now.Add(o.cfg.KeepSent)))
+			used = append(used, "#exp", "#gpk")
+		case oc.Release:
+			update = "SET #at = #at - :one REMOVE #lb, #lu"
+			values[":one"] = attrN(1)
+		case oc.Dead:
+			id := oc.ID
+			update = "SET #st = :dead, #le = :err, #gpk = :dgpk REMOVE #lb, #lu"
+			values[":dead"] = attrS(string(outbox.StateDead))
+			values[":err"] = attrS(oc.Error)
+			values[":dgpk"] = attrS(statePartition(string(outbox.StateDead), shard(id)))
+			used = append(used, "#le", "#gpk")
+		default:
+			update = "SET #av = :av, #le = :err REMOVE #lb, #lu"
+			values[":av"] = attrN(oc.AvailableAt.UnixMilli())
+			values[":err"] = attrS(oc.Error)
+			used = append(used, "#av", "#le")
+		}
+		_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(o.cfg.Table), Key: k.av(), UpdateExpression: aws.String(update),
+			ConditionExpression: aws.String(guard), ExpressionAttributeNames: pick(names, used...),
+			ExpressionAttributeValues: values,
+		})
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil // the claim is no longer ours (taken over, or gone): not ours to write
+	}
+	if err != nil {
+		return fmt.Errorf("dynamooutbox: write back job %s: %w", oc.ID, err)
+	}
+	return nil
+}
+
+func expSeconds(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// Get implements [outbox.Inspector] with a strongly consistent read (a FIFO job is found
+// through the by_id index first, which lags writes by up to about a second).
+func (o *Outbox) Get(ctx context.Context, id string) (outbox.Entry, error) {
+	if id == "" {
+		return outbox.Entry{}, fmt.Errorf("%w: empty id", outbox.ErrNotFound)
+	}
+	k, _, err := o.keyFor(ctx, id, false)
+	if err != nil {
+		return outbox.Entry{}, err
+	}
+	out, err := o.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(o.cfg.Table), Key: k.av(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return outbox.Entry{}, fmt.Errorf("dynamooutbox: get job %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return outbox.Entry{}, fmt.Errorf("%w: %q", outbox.ErrNotFound, id)
+	}
+	e, _, err := decodeItem(out.Item)
+	if err != nil {
+		return outbox.Entry{}, fmt.Errorf("dynamooutbox: job %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// Retry implements [outbox.Inspector]: one conditional UpdateItem makes the entry pending, due
+// now, with no attempts and no claim.
+func (o *Outbox) Retry(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty id", outbox.ErrNotFound)
+	}
+	k, _, err := o.keyFor(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(o.cfg.Table),
+		Key:                      k.av(),
+		UpdateExpression:         aws.String("SET #st = :pending, #at = :zero, #av = :now, #gpk = :pgpk REMOVE #lb, #lu"),
+		ConditionExpression:      aws.String("attribute_exists(#pk) AND #st <> :sent"),
+		ExpressionAttributeNames: pick(names, "#pk", "#st", "#at", "#av", "#gpk", "#lb", "#lu"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pending": attrS(string(outbox.StatePending)), ":zero": attrN(0), ":now": attrN(o.cfg.Now().UnixMilli()),
+			":pgpk": attrS(statePartition(string(outbox.StatePending), shard(id))), ":sent": attrS(string(outbox.StateSent)),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("%w: %q", outbox.ErrNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamooutbox: retry job %s: %w", id, err)
+	}
+	return nil
+}
+
+// List implements [outbox.Inspector]: it queries the state's shards of the by_state index (in
+// commit order), merges them, and reads the page's items (strongly consistent, BatchGetItem);
+// entries that left the state meanwhile are skipped. The page token is the last entry's commit
+// order key.
+func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, error) {
+	if q.State != outbox.StatePending && q.State != outbox.StateDead {
+		return outbox.Page{}, fmt.Errorf("%w: list state %q: want %q or %q", outbox.ErrInvalid, q.State, outbox.StatePending, outbox.StateDead)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 100) // one BatchGetItem
+	if q.PageToken != "" && !validOrd(q.PageToken) {
+		return outbox.Page{}, fmt.Errorf("%w: page token %q is not one List returned", outbox.ErrInvalid, q.PageToken)
+	}
+	per := make([][]candidate, Shards)
+	more := make([]bool, Shards)
+	err := o.parallel(ctx, Shards, func(ctx context.Context, s int) error {
+		cond := "#gpk = :gpk"
+		values := map[string]types.AttributeValue{":gpk": attrS(statePartition(string(q.State), s))}
+		if q.PageToken != "" {
+			cond += " AND #ord > :tok"
+			values[":tok"] = attrS(q.PageToken)
+		}
+		out, err := o.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(o.cfg.Table), IndexName: aws.String(IndexByState),
+			KeyConditionExpression:    aws.String(cond),
+			ProjectionExpression:      aws.String("#pk, #sk, #ord"),
+			ExpressionAttributeNames:  map[string]string{"#gpk": AttrGSIPK, "#ord": AttrOrd, "#pk": AttrPK, "#sk": AttrSK},
+			ExpressionAttributeValues: values,
+			Limit:                     aws.Int32(int32(limit)),
+		})
+		if err != nil {
+			return fmt.Errorf("dynamooutbox: list %s shard %d: %w", q.State, s, err)
+		}
+		for _, it := range out.Items {
+			pk, _ := getS(it, AttrPK)
+			sk, _ := getS(it, AttrSK)
+			ord, _ := getS(it, AttrOrd)
+			if pk != "" && sk != "" && ord != "" {
+				per[s] = append(per[s], candidate{k: key{pk, sk}, ord: ord})
+			}
+		}
+		more[s] = len(out.LastEvaluatedKey) > 0
+		return nil
+	})
+	if err != nil {
+		return outbox.Page{}, err
+	}
+	var all []candidate
+	anyMore := false
+	for s := range per {
+		all = append(all, per[s]...)
+		anyMore = anyMore || more[s]
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ord < all[j].ord })
+	var p outbox.Page
+	if len(all) > limit {
+		all, anyMore = all[:limit], true
+	}
+	if len(all) == 0 {
+		return p, nil
+	}
+	items, err := o.batchGet(ctx, all)
+	if err != nil {
+		return outbox.Page{}, err
+	}
+	for _, c := range all {
+		it, ok := items[c.k]
+		if !ok {
+			continue
+		}
+		e, _, err := decodeItem(it)
+		if err != nil || e.State != q.State {
+			continue
+		}
+		p.Entries = append(p.Entries, e)
+	}
+	if anyMore {
+		p.NextPageToken = all[len(all)-1].ord
+	}
+	return p, nil
+}
+
+// validOrd reports whether s has the shape of a commit-order key.
+func validOrd(s string) bool {
+	if len(s) < 21 || s[19] != '#' {
+		return false
+	}
+	_, err := strconv.ParseUint(s[:19], 10, 64)
+	return err == nil
+}
+
+// batchGet reads items by key, strongly consistent, retrying unprocessed keys.
+func (o *Outbox) batchGet(ctx context.Context, cands []candidate) (map[key]map[string]types.AttributeValue, error) {
+	keys := make([]map[string]types.AttributeValue, len(cands))
+	for i, c := range cands {
+		keys[i] = c.k.av()
+	}
+	got := map[key]map[string]types.AttributeValue{}
+	for round := 0; len(keys) > 0; round++ {
+		if round > 0 {
+			if err := sleep(ctx, time.Duration(round)*50*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		if round == 8 {
+			return nil, fmt.Errorf("dynamooutbox: %d items still unprocessed after %d BatchGetItem calls", len(keys), round)
+		}
+		out, err := o.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			o.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("dynamooutbox: read %d items: %w", len(keys), err)
+		}
+		for _, it := range out.Responses[o.cfg.Table] {
+			pk, _ := getS(it, AttrPK)
+			sk, _ := getS(it, AttrSK)
+			got[key{pk, sk}] = it
+		}
+		keys = out.UnprocessedKeys[o.cfg.Table].Keys
+	}
+	return got, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// parallel runs f(0…n-1) with at most Config.Concurrency at once and returns the first error.
+func (o *Outbox) parallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	if n == 1 {
+		return f(ctx, 0)
+	}
+	sem := make(chan struct{}, o.cfg.Concurrency)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				once.Do(func() { first = err })
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// pick returns the placeholders asked for with their names.
+func pick(all map[string]string, placeholders ...string) map[string]string {
+	out := make(map[string]string, len(placeholders))
+	for _, p := range placeholders {
+		out[p] = all[p]
+	}
+	return out
+}
