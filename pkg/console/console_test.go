@@ -249,7 +249,7 @@ func (fakeStatus) List(context.Context, status.ListQuery) (status.Page, error) {
 	return status.Page{Jobs: []status.Job{fakeJob()}}, nil
 }
 func (fakeStatus) Get(context.Context, string, string) (status.Job, error) { return fakeJob(), nil }
-func (fakeStatus) GetByID(context.Context, string) (status.Job, error)      { return fakeJob(), nil }
+func (fakeStatus) GetByID(context.Context, string) (status.Job, error)     { return fakeJob(), nil }
 
 func fakeJob() status.Job {
 	h := hostileScript + hostileImg + hostileUTF8
