@@ -140,7 +140,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		return nil
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
-		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g))
+		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
+		newUICmd(g))
 	return root
 }
 
