@@ -191,7 +191,7 @@ func TestActionsChangeTheStack(t *testing.T) {
 }
 
 func TestRedriveAllWithProgress(t *testing.T) {
-	f := newFixture(t, fixtureOptions{minimal: true})
+	f := newFixture(t, fixtureOptions{healable: true})
 	c, logs := f.console(nil)
 	cl := newClient(t, c)
 	cl.signIn()
