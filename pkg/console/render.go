@@ -28,8 +28,7 @@ type pageSet struct{ t map[string]*template.Template }
 
 func loadPages() (*pageSet, error) {
 	funcs := template.FuncMap{
-		"time":  showTime,
-		"since": func(t time.Time) string { return "" },
+		"time": showTime,
 		"plural": func(n int, word string) string {
 			if n == 1 {
 				return "1 " + word
