@@ -12,7 +12,8 @@ import (
 )
 
 func newDemoCmd(g *globals) *cobra.Command {
-	var verbose bool
+	var verbose, ui bool
+	var uiOpts uiOptions
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -29,6 +30,12 @@ table of outcomes and the DLQ with the reasons.`,
 				return &usageError{fmt.Errorf("--timeout %v: want a positive duration, such as 2m", timeout)}
 			}
 			opts := demo.Options{Stack: g.stack, Timeout: timeout}
+			if ui {
+				if err := uiOpts.check(); err != nil {
+					return err
+				}
+				opts.Serve = demoUI(cmd, &uiOpts)
+			}
 			if verbose {
 				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			}
@@ -49,5 +56,7 @@ table of outcomes and the DLQ with the reasons.`,
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the worker's and the poller's log lines on stderr")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up when the messages are not settled by then")
+	cmd.Flags().BoolVar(&ui, "ui", false, "then keep the demo's stack and worker running and serve the operator console on it (see 'sqsworker ui')")
+	addUIFlags(cmd.Flags(), &uiOpts, "ui-")
 	return cmd
 }

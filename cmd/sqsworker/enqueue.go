@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -270,32 +268,8 @@ func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget, rol
 	return schedule.NewClient(cfg)
 }
 
-// checkArgsJSON reports why raw is not a JSON object.
+// checkArgsJSON reports why raw is not a JSON object (producer.CheckArgsJSON, which the
+// console calls too).
 func checkArgsJSON(raw []byte) error {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 {
-		return errors.New("ARGS_JSON is empty: want a JSON object, such as '{}'")
-	}
-	var v any
-	if err := json.Unmarshal(trimmed, &v); err != nil {
-		return fmt.Errorf("ARGS_JSON is not valid JSON: %v", err)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return fmt.Errorf("ARGS_JSON is a JSON %s: want a JSON object, such as '{\"to\":\"a@b.c\"}'", jsonKind(v))
-	}
-	return nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case nil:
-		return "null"
-	}
-	return "number"
+	return producer.CheckArgsJSON("ARGS_JSON", raw)
 }

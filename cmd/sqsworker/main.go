@@ -101,7 +101,7 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
 localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules: on AWS by default). Every command takes another endpoint with --endpoint or
+schedules, and ui, the web console: on AWS by default). Every command takes another endpoint with --endpoint or
 AWS_ENDPOINT_URL: LocalStack, or an emulator, where no credentials are needed. Read
 commands print tables, or one JSON document with --output json.
 
@@ -110,7 +110,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
   sqsworker run --stack myapp --function ./functions/worker   # a local stack and its worker
   sqsworker up --stack myapp     # serve a local stack: myapp-jobs, myapp-jobs-dlq, the table
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
-  sqsworker jobs --status dead --stack myapp --output json`,
+  sqsworker jobs --status dead --stack myapp --output json
+  sqsworker ui --stack myapp     # the operator web console on http://127.0.0.1:8080`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Without a command: the help, on stderr, and exit code 2 (a command line that does
@@ -140,7 +141,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		return nil
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
-		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g))
+		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
+		newUICmd(g))
 	return root
 }
 

@@ -34,6 +34,8 @@ type runOptions struct {
 	timeout             time.Duration
 	fifo                bool
 	port                int
+	ui                  bool
+	uiOpts              uiOptions
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -75,6 +77,7 @@ finishes the batches in flight, then stops.`,
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "the function timeout: each invoke's deadline")
 	f.BoolVar(&o.fifo, "fifo", false, "the stack's queues are FIFO (provisioned so on the embedded emulator; found by name otherwise)")
 	addPortFlag(cmd, &o.port)
+	addRunUIFlags(cmd, o)
 	return cmd
 }
 
@@ -215,6 +218,12 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	stopUI, err := startRunUI(ctx, o, &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()},
+		stack, o.fifo, queueURL, dlqURL, table, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopUI()
 	fmt.Fprintf(stderr, "running %s: %d instance(s), batches of up to %d, timeout %v; Ctrl-C to stop\n",
 		filepath.Base(bootstrap), o.concurrency, o.batchSize, o.timeout)
 

@@ -230,26 +230,10 @@ func scheduleState(r schedule.Recurring) string {
 // none left, or is a rate without a start date (it counts from the schedule's creation time,
 // which Get does not read).
 func nextRun(r schedule.Recurring, now time.Time) time.Time {
-	if r.Disabled {
-		return time.Time{}
+	if next := schedule.NextRuns(r, now, 1); len(next) > 0 {
+		return next[0]
 	}
-	expr, err := schedule.Parse(r.Expression)
-	if err != nil || expr.Kind() == schedule.KindRate && r.Start.IsZero() {
-		return time.Time{}
-	}
-	loc, err := time.LoadLocation(r.Timezone)
-	if err != nil {
-		loc = time.UTC
-	}
-	after := now
-	if r.Start.After(after) {
-		after = r.Start.Add(-time.Nanosecond)
-	}
-	next, ok := expr.Next(after, loc, r.Start)
-	if !ok || !r.End.IsZero() && !next.Before(r.End) {
-		return time.Time{}
-	}
-	return next
+	return time.Time{}
 }
 
 // schedulesListJSON is schedules list's --output json document.

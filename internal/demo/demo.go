@@ -39,6 +39,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the worker's and the poller's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Serve, when set, is called once the report is printed, while the poller, the worker and
+	// the dispatcher keep running on the demo's stack (sqsworker demo --ui serves the console
+	// from it); Run stops them when it returns.
+	Serve func(ctx context.Context, rep *Report) error
 }
 
 // Row is one message of the demo and what became of it.
@@ -65,6 +69,8 @@ type DeadLetter struct {
 
 // Report is what Run saw.
 type Report struct {
+	// Backend is the backend the demo ran on.
+	Backend *awslocal.Backend
 	Stack   *awslocal.Stack
 	Table   string
 	Rows    []Row
@@ -205,14 +211,13 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 			offset.Store(int64(later))
 		}
 	}
-	stop()
-	for range 3 {
-		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("demo: %w", err)
+	if opts.Serve == nil {
+		if err := stopRunning(stop, runErr); err != nil {
+			return nil, err
 		}
 	}
 
-	rep := &Report{Stack: stack, Table: table, Rows: track.rows()}
+	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows()}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {
@@ -252,7 +257,25 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Elapsed = time.Since(start)
 	rep.print(w)
 	orep.print(w)
+	if opts.Serve != nil {
+		serveErr := opts.Serve(runCtx, rep)
+		if err := stopRunning(stop, runErr); err != nil {
+			return rep, err
+		}
+		return rep, serveErr
+	}
 	return rep, nil
+}
+
+// stopRunning stops the poller, the dispatcher and the outbox relay, and waits for them.
+func stopRunning(stop context.CancelFunc, runErr chan error) error {
+	stop()
+	for range 3 {
+		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	return nil
 }
 
 // enqueue sends the demo's messages: jobs through the producer, and two raw bodies as a producer

@@ -58,3 +58,37 @@ type rawArgs struct {
 
 func (a rawArgs) Kind() string                 { return a.kind }
 func (a rawArgs) MarshalJSON() ([]byte, error) { return a.args, nil }
+
+// CheckArgsJSON reports why raw is not what a job's args must be, a JSON object, in words
+// meant for the person who typed it: name is what the caller calls the value ("ARGS_JSON" in
+// the CLI, "args" in the console), e.g. `args is not valid JSON: …`. It makes no AWS call;
+// EnqueueRaw checks the same again. The CLI and the console both call it, so that they accept
+// and refuse the same args.
+func CheckArgsJSON(name string, raw []byte) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return fmt.Errorf("%s is empty: want a JSON object, such as '{}'", name)
+	}
+	var v any
+	if err := json.Unmarshal(trimmed, &v); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %v", name, err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return fmt.Errorf("%s is a JSON %s: want a JSON object, such as '{\"to\":\"a@b.c\"}'", name, jsonValueKind(v))
+	}
+	return nil
+}
+
+func jsonValueKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	return "number"
+}

@@ -1,0 +1,358 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sqsworker/sqsworker/pkg/console"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+)
+
+// screenshotsEnv, set to a directory (docs/console from the repository's root), makes the
+// browser test write screenshots of the main pages there.
+const screenshotsEnv = "SQSWORKER_CONSOLE_SCREENSHOTS"
+
+// chromium returns the browser's path, or skips the test (fails it under CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("SQSWORKER_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no Chromium found: install it with `apt-get install -y chromium` (Debian; .ci/run does), or set SQSWORKER_CHROMIUM to a Chrome or Chromium binary"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is one headless Chromium for the test, with the console messages it saw.
+type browser struct {
+	t      *testing.T
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	path := chromium(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	b := &browser{t: t, ctx: ctx}
+	// The first call starts the browser: without a timeout, which would stop the browser.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start Chromium (%s): %v", path, err)
+	}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			switch {
+			case m.IsException(), m.Type == chromedp.ConsoleType("error"), m.Type == chromedp.ConsoleType("warning"),
+				m.Type == chromedp.ConsoleType("assert"):
+				b.fail(fmt.Sprintf("%s (%s) %s at %s", m.Type, m.Source, m.Text, m.URL))
+			}
+		}
+	}()
+	return b
+}
+
+func (b *browser) fail(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errors = append(b.errors, msg)
+}
+
+// seen returns the messages seen so far and forgets them.
+func (b *browser) seen() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.errors
+	b.errors = nil
+	return out
+}
+
+// check fails the test on any console error, exception or CSP violation seen so far. Messages
+// arrive from another goroutine: it waits a moment for stragglers.
+func (b *browser) check(where string) {
+	b.t.Helper()
+	time.Sleep(150 * time.Millisecond)
+	for _, e := range b.seen() {
+		b.t.Errorf("%s: %s", where, e)
+	}
+}
+
+// do runs actions with a timeout.
+func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 45*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// open loads a page and checks that nothing of the job data ran or became an element.
+func (b *browser) open(url string) {
+	b.t.Helper()
+	b.do("open "+url, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body")))
+	xss := eval[bool](b, `window.__xss !== undefined`)
+	n := eval[int](b, `document.querySelectorAll('img').length + document.querySelectorAll('script:not([src])').length`)
+	if xss || n > 0 {
+		b.t.Errorf("%s: job data ran (window.__xss set: %v) or became elements (%d img or inline script)", url, xss, n)
+	}
+}
+
+// text returns the text of the first element matching a CSS selector.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// shot writes a screenshot of the page to the screenshot directory, when asked for.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestBrowserSeesViolations checks the checker: a page with an inline script under the
+// console's Content-Security-Policy, and a console.error, are both reported.
+func TestBrowserSeesViolations(t *testing.T) {
+	b := newBrowser(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'")
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>x</title><link rel="icon" href="data:,"><body><script>window.__xss=1</script>`)
+	}))
+	t.Cleanup(srv.Close)
+	b.do("open", chromedp.Navigate(srv.URL), chromedp.WaitReady(chromedp.CSS("body")))
+	if eval[bool](b, `window.__xss !== undefined`) {
+		t.Error("the inline script ran under the policy")
+	}
+	_ = eval[chromedp.Void](b, `console.error("probe")`)
+	deadline := time.Now().Add(10 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) && !(contains(got, "Content Security Policy") && contains(got, "probe")) {
+		time.Sleep(100 * time.Millisecond)
+		got = append(got, b.seen()...)
+	}
+	if !contains(got, "Content Security Policy") || !contains(got, "probe") {
+		t.Errorf("the browser's messages %q lack the CSP violation or the console.error", got)
+	}
+}
+
+func contains(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBrowserHostileJobs opens every page on jobs whose data is hostile, and fails on any
+// console error, CSP violation, or job data that ran.
+func TestBrowserHostileJobs(t *testing.T) {
+	b := newBrowser(t)
+	f := sharedHostile(t)
+	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second; c.ShowArgs = true })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	r := f.ids["resize"]
+	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/job?id=legacy-1", "/dlq", "/schedules", "/enqueue"} {
+		b.open(srv.URL + p)
+		b.check(p)
+	}
+	// The overview refreshes itself and draws its charts from the JSON, without a reload.
+	b.do("overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitReady(chromedp.CSS(`body[data-refreshed]`)))
+	first := eval[string](b, `document.body.getAttribute("data-refreshed")`)
+	b.do("overview refresh", chromedp.Poll[chromedp.Void](`document.body.getAttribute("data-refreshed") !== `+fmt.Sprintf("%q", first),
+		chromedp.WithPollingTimeout(20*time.Second)))
+	second := eval[string](b, `document.body.getAttribute("data-refreshed")`)
+	bars := eval[int](b, `document.querySelectorAll('#rates svg rect.bar').length`)
+	if first == second || bars == 0 {
+		t.Errorf("the overview did not refresh (%q then %q) or drew no bar (%d)", first, second, bars)
+	}
+	if kinds := b.text("#rates"); !strings.Contains(kinds, "image.resize") {
+		t.Errorf("the charts do not name the kinds: %q", kinds)
+	}
+	b.check("overview refresh")
+}
+
+// TestBrowserRedriveAll drives the console as an operator would: an action without the token
+// is refused, the read-only console has none, and after signing in, redrive all moves every
+// dead letter back while the worker runs, until the DLQ is empty and the jobs succeeded.
+func TestBrowserRedriveAll(t *testing.T) {
+	b := newBrowser(t)
+	f := newFixture(t, fixtureOptions{healable: true})
+	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	ro, _ := f.console(func(c *console.Config) { c.ReadOnly = true; c.Token = "" })
+	roSrv := httptest.NewServer(ro)
+	t.Cleanup(roSrv.Close)
+
+	// Read-only: no action anywhere.
+	for _, p := range []string{"/dlq", "/job?id=" + f.ids["resize"].ID, "/schedules"} {
+		b.open(roSrv.URL + p)
+		if forms := eval[int](b, `document.querySelectorAll('form[method="post"]').length`); forms != 0 {
+			t.Errorf("read-only %s has %d action forms", p, forms)
+		}
+	}
+	b.check("read-only")
+
+	// Without the token: the click is refused and nothing moves.
+	b.open(srv.URL + "/dlq")
+	b.do("click redrive all without the token",
+		chromedp.Click(chromedp.CSS("#redrive-all")),
+		chromedp.WaitVisible(chromedp.CSS("#page-error")),
+	)
+	if msg := b.text("#page-error"); !strings.Contains(msg, "needs the console's token") {
+		t.Errorf("without the token the page says %q", msg)
+	}
+	for _, m := range b.seen() { // the browser logs the refused POST's 401 as a failed resource load
+		if !strings.Contains(m, "401") {
+			t.Errorf("without the token: %s", m)
+		}
+	}
+	if st, _ := f.table.Get(context.Background(), f.ids["resize"].Kind, f.ids["resize"].Key); st.State != idempotency.StateDead {
+		t.Fatalf("a refused redrive moved a job: %s", st.State)
+	}
+
+	// Sign in with the link the CLI prints, look around, take the screenshots.
+	b.open(srv.URL + "/?token=" + token)
+	if mode := b.text("#mode"); mode != "signed in" {
+		t.Fatalf("after the token link: %q", mode)
+	}
+	b.do("charts", chromedp.WaitVisible(chromedp.CSS(`#rates svg`)))
+	b.shot("overview")
+	b.open(srv.URL + "/jobs?state=dead")
+	if rows := b.text("#jobs tbody"); !strings.Contains(rows, "image.resize") || !strings.Contains(rows, "payment.refund") {
+		t.Errorf("dead jobs: %q", rows)
+	}
+	b.shot("jobs")
+	b.open(srv.URL + "/job?id=" + f.ids["resize"].ID)
+	if reason := b.text("#dl-reason"); reason != "exhausted" {
+		t.Errorf("the job's dead letter says %q", reason)
+	}
+	b.shot("job")
+	b.open(srv.URL + "/schedules")
+	b.shot("schedules")
+	b.open(srv.URL + "/enqueue")
+	b.shot("enqueue")
+	b.open(srv.URL + "/dlq")
+	if rows := b.text("#dead-letters tbody"); strings.Count(rows, "Redrive") != 3 {
+		t.Errorf("dead letters: %q", rows)
+	}
+	// The purge button waits for the queue's name.
+	b.do("purge guard", chromedp.SendKeys(chromedp.CSS("#purge-confirm"), "not-the-name"))
+	if !eval[bool](b, `document.getElementById("purge").disabled`) {
+		t.Error("the purge button is enabled without the queue's name")
+	}
+	b.shot("dead-letters")
+	b.check("signed in")
+
+	// Redrive all, with the worker running: the progress bar fills, the DLQ empties and the jobs
+	// succeed.
+	f.healed.Store(true)
+	b.do("redrive all",
+		chromedp.Click(chromedp.CSS("#redrive-all")),
+		chromedp.WaitVisible(chromedp.CSS("#redrive-bar")),
+		chromedp.WaitReady(chromedp.CSS(`body[data-redrive="finished"]`)),
+	)
+	moved, total := b.text("#redrive-moved"), b.text("#redrive-total")
+	if moved != "3" || total != "3" {
+		t.Errorf("the redrive moved %s of %s, want 3 of 3", moved, total)
+	}
+	value, maxv := eval[float64](b, `document.getElementById("redrive-bar").value`), eval[float64](b, `document.getElementById("redrive-bar").max`)
+	if value != 3 || maxv != 3 {
+		t.Errorf("the progress bar shows %v of %v", value, maxv)
+	}
+	b.shot("redrive")
+	for _, what := range []string{"resize", "refund", "resize2"} {
+		f.waitState(f.ids[what], idempotency.StateSucceeded)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.open(srv.URL + "/dlq")
+		if eval[int](b, `document.querySelectorAll('#empty').length`) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Dead letters page never said the DLQ is empty")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	b.open(srv.URL + "/job?id=" + f.ids["resize"].ID)
+	if st := b.text("#state"); st != "succeeded" {
+		t.Errorf("the redriven job is %q", st)
+	}
+	b.check("redrive")
+}

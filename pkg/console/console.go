@@ -1,0 +1,314 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
+	"github.com/sqsworker/sqsworker/pkg/status"
+)
+
+// StatusAPI is the part of *status.Table the console uses.
+type StatusAPI interface {
+	Get(ctx context.Context, kind, key string) (status.Job, error)
+	GetByID(ctx context.Context, jobID string) (status.Job, error)
+	List(ctx context.Context, q status.ListQuery) (status.Page, error)
+}
+
+// DLQAPI is the part of *dlq.DLQ the console uses.
+type DLQAPI interface {
+	Peek(ctx context.Context, limit int) ([]dlq.Message, error)
+	Show(ctx context.Context, jobID string) (dlq.Message, error)
+	RedriveJob(ctx context.Context, jobID string, keepAttempts bool) error
+	RedriveAll(ctx context.Context, opts dlq.RedriveOptions) (dlq.RedriveResult, error)
+	Purge(ctx context.Context, confirm string) error
+}
+
+// SchedulesAPI is the part of *schedule.Client the console uses.
+type SchedulesAPI interface {
+	Group() string
+	List(ctx context.Context) ([]schedule.Recurring, error)
+	Get(ctx context.Context, name string) (schedule.Recurring, error)
+	Upsert(ctx context.Context, r schedule.Recurring) error
+	Delete(ctx context.Context, name string) error
+	ListJobs(ctx context.Context, q schedule.JobListQuery) (schedule.JobPage, error)
+	GetJob(ctx context.Context, jobID string) (schedule.JobSchedule, error)
+}
+
+// ProducerAPI is the part of *producer.Producer the console uses.
+type ProducerAPI interface {
+	EnqueueRaw(ctx context.Context, kind string, args json.RawMessage, opts ...producer.Option) (producer.Result, error)
+	Cancel(ctx context.Context, kind, key, jobID string) error
+	FIFO() bool
+}
+
+// QueueAttributesAPI is the part of the SQS client the overview uses; *sqs.Client implements it.
+type QueueAttributesAPI interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var (
+	_ StatusAPI    = (*status.Table)(nil)
+	_ DLQAPI       = (*dlq.DLQ)(nil)
+	_ SchedulesAPI = (*schedule.Client)(nil)
+	_ ProducerAPI  = (*producer.Producer)(nil)
+)
+
+// ErrConfig is wrapped by New's errors: a Config field is missing or wrong.
+var ErrConfig = errors.New("console: invalid config")
+
+// Config configures a Console. Every part is optional: a page whose part is missing says so
+// (a stack without a job table has no Jobs page, say). The zero value of every field is its
+// default.
+type Config struct {
+	// Title names the job system in the pages' titles, e.g. the stack's name. Defaults to
+	// "sqsworker".
+	Title string
+	// Status reads the job table (*status.Table). Without it there are no Jobs and Job pages.
+	Status StatusAPI
+	// DLQ inspects and redrives the dead-letter queue (*dlq.DLQ). Without it there is no Dead
+	// letters page.
+	DLQ DLQAPI
+	// Schedules manages the stack's schedules (*schedule.Client). Without it there is no
+	// Schedules page.
+	Schedules SchedulesAPI
+	// Producer enqueues jobs and cancels them (*producer.Producer, with Config.Status set to the
+	// job table and Config.Scheduler to the schedule client, so that cancel reaches both).
+	// Without it there is no Enqueue page and no cancel action.
+	Producer ProducerAPI
+	// SQS reads the queues' depths for the overview, with QueueURL and DLQURL.
+	SQS QueueAttributesAPI
+	// QueueURL and DLQURL are the job queue and its dead-letter queue. DLQURL also gives the
+	// name a purge must be confirmed with.
+	QueueURL, DLQURL string
+	// Stats gives the overview its per-kind charts and the oldest message's age:
+	// *CloudWatchStats on AWS, *TableStats on an emulator. Without it the overview shows the
+	// queue depths only.
+	Stats Stats
+	// Prefix is the path the handler is mounted under, such as "/ops/jobs" (no trailing slash):
+	// every link and form starts with it, and requests outside it get 404. Defaults to "" (the
+	// root). The handler expects the full path: mount it without http.StripPrefix.
+	Prefix string
+	// ReadOnly hides every action and refuses every POST.
+	ReadOnly bool
+	// Token is the secret that allows actions. Required unless ReadOnly; NewToken makes one.
+	Token string
+	// ShowArgs shows job args and message bodies; by default they are hidden, as the worker's
+	// logs hide them (they may hold personal data).
+	ShowArgs bool
+	// Hosts, when set, are the only Host header values (host or host:port) the console answers;
+	// other requests get 421. `sqsworker ui` sets the address it listens on, which blocks DNS
+	// rebinding. Defaults to any host (put the console behind your own routing).
+	Hosts []string
+	// Identity names who made a request, for the action log line: set it to read your own
+	// authentication's user. Defaults to "token" for a request that presented the token.
+	Identity func(r *http.Request) string
+	// Logger receives one line per action. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Refresh is how often the overview refreshes itself. Defaults to 5 s.
+	Refresh time.Duration
+	// PageSize is the number of rows of a page of every list, 1-1000. Defaults to 50.
+	PageSize int
+	// PeekLimit is the most dead letters one peek of the Dead letters page reads (it pages
+	// through them), 10-10000. Defaults to 1000.
+	PeekLimit int
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Console is the console's http.Handler. It is safe for concurrent use. Close stops a redrive
+// it runs in the background.
+type Console struct {
+	cfg         Config
+	mux         *http.ServeMux
+	log         *slog.Logger
+	pages       *pageSet
+	csrf        string
+	cookieValue string
+	dlqName     string
+	queueName   string
+	cop         *http.CrossOriginProtection
+
+	redrive redriveRunner
+	snaps   snapshots
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewToken returns a random token for Config.Token: 32 hex digits (128 bits).
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// minTokenLength is the shortest Config.Token accepted.
+const minTokenLength = 16
+
+// New checks cfg and returns the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Title == "" {
+		cfg.Title = "sqsworker"
+	}
+	cfg.Prefix = strings.TrimRight(cfg.Prefix, "/")
+	if cfg.Prefix != "" && !strings.HasPrefix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("%w: Prefix %q must start with '/'", ErrConfig, cfg.Prefix)
+	}
+	if strings.ContainsAny(cfg.Prefix, "?#{}") {
+		return nil, fmt.Errorf("%w: Prefix %q may not contain '?', '#', '{' or '}'", ErrConfig, cfg.Prefix)
+	}
+	if !cfg.ReadOnly && len(cfg.Token) < minTokenLength {
+		return nil, fmt.Errorf("%w: Token is required unless ReadOnly, at least %d characters (console.NewToken makes one)", ErrConfig, minTokenLength)
+	}
+	if cfg.DLQ != nil && cfg.DLQURL == "" {
+		return nil, fmt.Errorf("%w: DLQ needs DLQURL (its name confirms a purge)", ErrConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = 5 * time.Second
+	}
+	if cfg.Refresh < 500*time.Millisecond {
+		return nil, fmt.Errorf("%w: Refresh %v is below 500ms", ErrConfig, cfg.Refresh)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 50
+	}
+	if cfg.PageSize < 1 || cfg.PageSize > status.MaxListLimit {
+		return nil, fmt.Errorf("%w: PageSize %d is outside 1-%d", ErrConfig, cfg.PageSize, status.MaxListLimit)
+	}
+	if cfg.PeekLimit == 0 {
+		cfg.PeekLimit = 1000
+	}
+	if cfg.PeekLimit < 10 || cfg.PeekLimit > 10000 {
+		return nil, fmt.Errorf("%w: PeekLimit %d is outside 10-10000", ErrConfig, cfg.PeekLimit)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	pages, err := loadPages()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Console{
+		cfg: cfg, log: cfg.Logger, pages: pages,
+		dlqName: dlq.QueueName(cfg.DLQURL), queueName: dlq.QueueName(cfg.QueueURL),
+		cop: http.NewCrossOriginProtection(),
+		ctx: ctx, cancel: cancel,
+	}
+	if cfg.DLQURL == "" {
+		c.dlqName = ""
+	}
+	if cfg.QueueURL == "" {
+		c.queueName = ""
+	}
+	if cfg.Token != "" {
+		c.csrf = mac(cfg.Token, "csrf")
+		c.cookieValue = mac(cfg.Token, "session")
+	}
+	c.routes()
+	return c, nil
+}
+
+// Close stops a redrive running in the background (it stops between batches, losing nothing:
+// every message is then in one of the two queues) and waits for it.
+func (c *Console) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	if len(c.cfg.Hosts) > 0 && !c.hostAllowed(r.Host) {
+		http.Error(w, "console: this host name is not served here (DNS rebinding?); open the console at the address it printed", http.StatusMisdirectedRequest)
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether the Host header is one of Config.Hosts (with or without a port).
+func (c *Console) hostAllowed(host string) bool {
+	bare := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		bare = h
+	}
+	for _, a := range c.cfg.Hosts {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, bare) {
+			return true
+		}
+	}
+	return false
+}
+
+// contentSecurityPolicy allows the console's own script, style and images only: no inline
+// script or style, no framing, forms to the console only.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// path returns the console's path p (starting with "/") under the prefix.
+func (c *Console) path(p string) string { return c.cfg.Prefix + p }
+
+// routes registers every page, action and asset.
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	get := func(p string, h http.HandlerFunc) { m.HandleFunc("GET "+c.path(p), c.signInFromURL(h)) }
+	post := func(p, name string, h actionFunc) { m.HandleFunc("POST "+c.path(p), c.action(name, h)) }
+	get("/{$}", c.overviewPage)
+	get("/api/overview", c.overviewAPI)
+	get("/jobs", c.jobsPage)
+	get("/find", c.findJob)
+	get("/job", c.jobPage)
+	get("/dlq", c.dlqPage)
+	get("/dlq/redrive", c.redrivePage)
+	get("/api/redrive", c.redriveAPI)
+	get("/schedules", c.schedulesPage)
+	get("/enqueue", c.enqueuePage)
+	get("/signin", c.signInPage)
+	m.HandleFunc("POST "+c.path("/signin"), c.signIn)
+	m.HandleFunc("POST "+c.path("/signout"), c.signOut)
+	m.Handle("GET "+c.path("/static/"), http.StripPrefix(c.path("/static/"), staticHandler()))
+
+	post("/job/redrive", "job.redrive", c.redriveJobAction)
+	post("/job/cancel", "job.cancel", c.cancelJobAction)
+	post("/job/copy", "job.copy", c.copyJobAction)
+	post("/dlq/redrive-all", "dlq.redrive_all", c.redriveAllAction)
+	post("/dlq/purge", "dlq.purge", c.purgeAction)
+	post("/schedules/create", "schedule.create", c.createScheduleAction)
+	post("/schedules/enable", "schedule.enable", c.enableScheduleAction)
+	post("/schedules/disable", "schedule.disable", c.disableScheduleAction)
+	post("/schedules/delete", "schedule.delete", c.deleteScheduleAction)
+	post("/enqueue", "job.enqueue", c.enqueueAction)
+	m.HandleFunc(c.path("/"), c.notFound)
+	if c.cfg.Prefix != "" {
+		m.HandleFunc("GET "+c.cfg.Prefix, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, c.path("/"), http.StatusMovedPermanently)
+		})
+	}
+	c.mux = m
+}

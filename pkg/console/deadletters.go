@@ -1,0 +1,336 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+)
+
+// dlqRow is one dead letter of the Dead letters page, cleaned for display.
+type dlqRow struct {
+	JobID, Kind, Reason, FailedAt, SentAt, Error, Href string
+	Attempts                                           int
+}
+
+// snapshot is one peek of the DLQ, paged by the Dead letters page: SQS cannot list a queue, so
+// the console reads up to PeekLimit dead letters at once (making them visible again) and pages
+// through what it read.
+type snapshot struct {
+	id    string
+	taken time.Time
+	rows  []dlqRow
+	full  bool // the peek stopped at PeekLimit
+}
+
+// snapshots keeps the last few peeks.
+type snapshots struct {
+	mu   sync.Mutex
+	seq  int
+	list []*snapshot
+}
+
+const keptSnapshots = 8
+
+func (s *snapshots) add(sn *snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	sn.id = strconv.Itoa(s.seq)
+	s.list = append(s.list, sn)
+	if len(s.list) > keptSnapshots {
+		s.list = s.list[len(s.list)-keptSnapshots:]
+	}
+}
+
+func (s *snapshots) get(id string) *snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sn := range s.list {
+		if sn.id == id {
+			return sn
+		}
+	}
+	return nil
+}
+
+// peek takes a new snapshot of the DLQ.
+func (c *Console) peek(ctx context.Context) (*snapshot, error) {
+	msgs, err := c.cfg.DLQ.Peek(ctx, c.cfg.PeekLimit)
+	if err != nil && len(msgs) == 0 {
+		return nil, err
+	}
+	// SQS returns a sample in no order: oldest first, as the CLI shows them.
+	sort.SliceStable(msgs, func(a, b int) bool {
+		if !msgs[a].SentAt.Equal(msgs[b].SentAt) {
+			return msgs[a].SentAt.Before(msgs[b].SentAt)
+		}
+		if msgs[a].JobID != msgs[b].JobID {
+			return msgs[a].JobID < msgs[b].JobID
+		}
+		return msgs[a].MessageID < msgs[b].MessageID
+	})
+	sn := &snapshot{taken: c.cfg.Now(), full: len(msgs) >= c.cfg.PeekLimit}
+	for _, m := range msgs {
+		row := dlqRow{
+			JobID: clip(orDash(m.JobID), 80), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
+			FailedAt: showTime(m.FailedAt), SentAt: showTime(m.SentAt), Attempts: m.Attempts,
+		}
+		if m.Failure != nil {
+			row.Error = clip(m.Failure.Error, 160)
+		}
+		if m.JobID != "" {
+			row.Href = c.jobIDHref(m.JobID)
+		}
+		sn.rows = append(sn.rows, row)
+	}
+	c.snaps.add(sn)
+	return sn, err
+}
+
+type dlqData struct {
+	Queue       string
+	Depth       string
+	Rows        []dlqRow
+	Taken       string
+	Total       int
+	From, To    int
+	Full        bool
+	PeekLimit   int
+	NextHref    string
+	PrevHref    string
+	FreshHref   string
+	RedriveHref string
+	Running     bool
+	PurgeName   string
+}
+
+// dlqPage shows a page of a peek of the DLQ, with redrive and purge.
+func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "dlq", "Dead letters")
+	if c.cfg.DLQ == nil {
+		v.Error = "This console has no dead-letter queue (give Config.DLQ)."
+		v.Data = dlqData{}
+		c.render(w, r, http.StatusOK, v)
+		return
+	}
+	q := r.URL.Query()
+	data := dlqData{Queue: clean(c.dlqName), PurgeName: clean(c.dlqName), PeekLimit: c.cfg.PeekLimit,
+		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running()}
+	if line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL); line.Visible != nil {
+		data.Depth = strconv.Itoa(*line.Visible + deref(line.InFlight))
+	}
+	code := http.StatusOK
+	sn := c.snaps.get(q.Get("snap"))
+	if sn == nil && q.Get("snap") != "" {
+		v.Notice = "That peek is no longer kept: this is a new one."
+	}
+	if sn == nil {
+		var err error
+		sn, err = c.peek(r.Context())
+		if err != nil && sn == nil {
+			v.Error, code = "Peeking at the DLQ failed: "+clean(err.Error()), http.StatusBadGateway
+			v.Data = data
+			c.render(w, r, code, v)
+			return
+		}
+		if err != nil {
+			v.Error = "The peek stopped early: " + clean(err.Error())
+		}
+	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	size := c.cfg.PageSize
+	pages := max(1, (len(sn.rows)+size-1)/size)
+	page = min(max(page, 1), pages)
+	from, to := (page-1)*size, min(page*size, len(sn.rows))
+	data.Rows, data.Total, data.Full, data.Taken = sn.rows[from:to], len(sn.rows), sn.full, showTime(sn.taken)
+	data.From, data.To = from+1, to
+	if page < pages {
+		data.NextHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
+	}
+	if page > 1 {
+		data.PrevHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page - 1)}})
+	}
+	v.Data = data
+	c.render(w, r, code, v)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// redriveState is a redrive of the whole DLQ running (or finished) in the background.
+type redriveState struct {
+	Running    bool   `json:"running"`
+	Started    string `json:"started"`
+	Finished   string `json:"finished"`
+	Moved      int    `json:"moved"`
+	Total      int    `json:"total"`
+	LeftBehind int    `json:"left_behind"`
+	Method     string `json:"method"`
+	TaskHandle string `json:"task_handle"`
+	Error      string `json:"error"`
+	Who        string `json:"-"`
+}
+
+// redriveRunner runs one redrive at a time.
+type redriveRunner struct {
+	mu  sync.Mutex
+	cur *redriveState
+}
+
+func (rr *redriveRunner) running() bool {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.cur != nil && rr.cur.Running
+}
+
+func (rr *redriveRunner) state() (redriveState, bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.cur == nil {
+		return redriveState{}, false
+	}
+	return *rr.cur, true
+}
+
+// errRedriveRunning is start's error while a redrive runs.
+var errRedriveRunning = errors.New("a redrive of the DLQ is already running")
+
+// startRedrive starts a redrive of the whole DLQ in the background (dlq.RedriveAll, whose
+// Progress callback feeds the progress bar). It stops when the console is closed.
+func (c *Console) startRedrive(who string) error {
+	rr := &c.redrive
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.cur != nil && rr.cur.Running {
+		return errRedriveRunning
+	}
+	st := &redriveState{Running: true, Started: showTime(c.cfg.Now()), Who: who}
+	rr.cur = st
+	c.wg.Go(func() {
+		res, err := c.cfg.DLQ.RedriveAll(c.ctx, dlq.RedriveOptions{Progress: func(moved, total int) {
+			rr.mu.Lock()
+			st.Moved, st.Total = moved, max(total, moved)
+			rr.mu.Unlock()
+		}})
+		rr.mu.Lock()
+		st.Running, st.Finished = false, showTime(c.cfg.Now())
+		st.Moved, st.Total, st.LeftBehind = res.Moved, max(res.Total, res.Moved), res.LeftBehind
+		st.Method, st.TaskHandle = res.Method, res.TaskHandle
+		if err != nil {
+			st.Error = clean(err.Error())
+		}
+		rr.mu.Unlock()
+		args := []any{"action", "dlq.redrive_all", "who", who, "moved", res.Moved, "total", res.Total,
+			"left_behind", res.LeftBehind, "method", res.Method}
+		if err != nil {
+			c.log.Error("console redrive finished", append(args, "error", err.Error())...)
+		} else {
+			c.log.Info("console redrive finished", args...)
+		}
+	})
+	return nil
+}
+
+// redrivePage shows the progress of the redrive of the whole DLQ; its script follows
+// /api/redrive.
+func (c *Console) redrivePage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "redrive", "Redrive")
+	st, ok := c.redrive.state()
+	v.Data = struct {
+		State   redriveState
+		Started bool
+		APIURL  string
+		DLQHref string
+		From    string
+		To      string
+	}{st, ok, c.path("/api/redrive"), c.path("/dlq"), clean(c.dlqName), clean(c.queueName)}
+	c.render(w, r, http.StatusOK, v)
+}
+
+// redriveAPI returns the redrive's state as JSON.
+func (c *Console) redriveAPI(w http.ResponseWriter, r *http.Request) {
+	st, ok := c.redrive.state()
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]any{"running": false, "started": ""})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// redriveAllAction starts the redrive of the whole DLQ.
+func (c *Console) redriveAllAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	if c.cfg.DLQ == nil {
+		al.fail(errors.New("no DLQ"))
+		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+		return
+	}
+	al.add("queue", c.dlqName)
+	if err := c.startRedrive(c.who(r, true)); err != nil {
+		al.fail(err)
+		c.refuse(w, r, http.StatusConflict, "A redrive of the DLQ is already running: follow it on the Redrive page.")
+		return
+	}
+	c.redirect(w, r, "/dlq/redrive", nil)
+}
+
+// redriveJobAction redrives one job's dead letter.
+func (c *Console) redriveJobAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	id := r.PostFormValue("id")
+	al.add("job_id", clip(id, 200))
+	if c.cfg.DLQ == nil {
+		al.fail(errors.New("no DLQ"))
+		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+		return
+	}
+	if id == "" {
+		al.fail(errors.New("no job id"))
+		c.refuse(w, r, http.StatusBadRequest, "Which job? The form has no job id.")
+		return
+	}
+	err := c.cfg.DLQ.RedriveJob(r.Context(), id, r.PostFormValue("keep_attempts") != "")
+	switch {
+	case errors.Is(err, dlq.ErrNotFound):
+		al.fail(err)
+		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Job %s has no dead letter in %s (redriven already, or purged).", clip(id, 200), c.dlqName))
+		return
+	case err != nil:
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, "The redrive failed: "+clean(err.Error()))
+		return
+	}
+	c.redirect(w, r, "/job", url.Values{"id": {id}, "done": {"redriven"}})
+}
+
+// purgeAction purges the DLQ, once the form repeats its name.
+func (c *Console) purgeAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	al.add("queue", c.dlqName)
+	if c.cfg.DLQ == nil {
+		al.fail(errors.New("no DLQ"))
+		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+		return
+	}
+	confirm := r.PostFormValue("confirm")
+	if confirm != c.dlqName {
+		al.fail(errors.New("confirmation is not the queue's name"))
+		c.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Nothing was purged: type the queue's name, %s, to confirm.", c.dlqName))
+		return
+	}
+	if err := c.cfg.DLQ.Purge(r.Context(), confirm); err != nil {
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, "The purge failed: "+clean(err.Error()))
+		return
+	}
+	c.redirect(w, r, "/dlq", url.Values{"done": {"purged"}, "id": {c.dlqName}})
+}

@@ -1,0 +1,38 @@
+// Package console is sqsworker's operator web console: an http.Handler that shows a job
+// system's queues, jobs, dead letters and schedules, and acts on them (redrive, cancel, purge,
+// enqueue, schedule), on the same library calls as the sqsworker CLI — pkg/status, pkg/dlq,
+// pkg/schedule and the producer — so that the console and the CLI never disagree.
+//
+//	h, err := console.New(console.Config{
+//		Status: table, DLQ: deadLetters, Schedules: schedules, Producer: prod,
+//		SQS: sqsClient, QueueURL: queueURL, DLQURL: dlqURL,
+//		Stats: &console.CloudWatchStats{CloudWatch: cw, Queue: "myapp-jobs", DLQ: "myapp-jobs-dlq"},
+//		Prefix: "/ops/jobs", Token: os.Getenv("SQSWORKER_UI_TOKEN"),
+//	})
+//	mux.Handle("/ops/jobs/", yourAuth(h))
+//
+// `sqsworker ui --stack NAME` serves it on 127.0.0.1:8080; docs/CONSOLE.md says how to run it,
+// how to mount it in a service of your own, and its safety model.
+//
+// # Pages
+//
+// Overview (queue depths, the oldest message's age, per-kind charts of the last hour or day,
+// refreshed every few seconds), Jobs (by state from the by_status index, paged, by kind; found
+// by id or by kind and key), Job (its record, envelope and dead letter; redrive, cancel, enqueue
+// a copy), Dead letters (a peek, paged; redrive one or all with a progress bar; purge), Schedules
+// (recurring ones with their next runs, and the one-time schedules of delayed jobs) and Enqueue.
+// Every list pages and says what to do when it is empty. The assets (HTML templates, one CSS and
+// one JavaScript file) are embedded: the console needs no build step.
+//
+// # Safety
+//
+// Every value that comes from a job (args, errors, kinds, keys, attributes, bodies) is
+// attacker-controlled text: the pages escape it with html/template, the JavaScript writes it
+// only with textContent, and invalid UTF-8 is replaced. Responses carry a strict
+// Content-Security-Policy (scripts and styles from the console's own files only, nothing
+// inline). Job args and message bodies are hidden unless Config.ShowArgs. Reading needs no
+// token; every action needs Config.Token (given once to sign in, kept in an HttpOnly,
+// SameSite=Strict cookie, or sent as an "Authorization: Bearer" header), is a POST with a CSRF
+// token and a cross-origin check, and writes one structured log line (who, what, which job).
+// Config.ReadOnly hides and refuses every action.
+package console

@@ -1,0 +1,219 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
+	"github.com/sqsworker/sqsworker/pkg/status"
+)
+
+// enqueueForm is the Enqueue page's form, as typed.
+type enqueueForm struct {
+	Kind, Args, Key, Delay, Group, MaxAttempts string
+	FIFO                                       bool
+}
+
+// enqueuePage shows the form that enqueues a job.
+func (c *Console) enqueuePage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "enqueue", "Enqueue")
+	if c.cfg.Producer == nil {
+		v.Error = "This console has no producer: it cannot enqueue (give Config.Producer)."
+		v.Data = enqueueForm{}
+		c.render(w, r, http.StatusOK, v)
+		return
+	}
+	q := r.URL.Query()
+	v.Data = enqueueForm{Kind: clean(q.Get("kind")), Args: "{}", FIFO: c.cfg.Producer.FIFO()}
+	c.render(w, r, http.StatusOK, v)
+}
+
+// parseEnqueue checks the form as `sqsworker enqueue` checks its command line, before any AWS
+// call, and returns the producer's options.
+func parseEnqueue(f enqueueForm) ([]producer.Option, error) {
+	if err := jobs.ValidateKind(f.Kind); err != nil {
+		return nil, fmt.Errorf("kind: %v", err)
+	}
+	if err := producer.CheckArgsJSON("args", []byte(f.Args)); err != nil {
+		return nil, err
+	}
+	var opts []producer.Option
+	if f.Key != "" {
+		opts = append(opts, producer.WithKey(f.Key))
+	}
+	if d := strings.TrimSpace(f.Delay); d != "" {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("delay %q is not a duration, such as 30s, 20m or 48h", d)
+		}
+		if delay < 0 {
+			return nil, fmt.Errorf("delay %v is negative", delay)
+		}
+		opts = append(opts, producer.WithDelay(delay))
+	}
+	if f.Group != "" {
+		opts = append(opts, producer.WithGroupID(f.Group))
+	} else if f.FIFO {
+		return nil, errors.New("the queue is a FIFO queue: every job needs a message group")
+	}
+	if m := strings.TrimSpace(f.MaxAttempts); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("max attempts %q: must be a whole number, at least 1", m)
+		}
+		opts = append(opts, producer.WithMaxAttempts(n))
+	}
+	return opts, nil
+}
+
+// enqueueError words the producer's and the scheduler's errors for the form.
+func enqueueError(err error) string {
+	switch {
+	case errors.Is(err, schedule.ErrInvalid):
+		why := err.Error()
+		if _, after, ok := strings.Cut(why, schedule.ErrInvalid.Error()+": "); ok {
+			why = after
+		}
+		return "The delay goes through EventBridge Scheduler, which cannot take this job: " + why
+	case errors.Is(err, producer.ErrNeedsScheduler):
+		return "This delay needs EventBridge Scheduler (beyond 15 minutes, or any delay on a FIFO queue), and the console has no schedule client."
+	case errors.Is(err, producer.ErrInvalid):
+		return strings.TrimPrefix(err.Error(), "producer: ")
+	}
+	return "The enqueue failed: " + err.Error()
+}
+
+// enqueueAction enqueues the job of the form with the producer's EnqueueRaw.
+func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	if c.cfg.Producer == nil {
+		al.fail(errors.New("no producer"))
+		c.refuse(w, r, http.StatusNotFound, "This console has no producer: it cannot enqueue.")
+		return
+	}
+	f := enqueueForm{
+		Kind: strings.TrimSpace(r.PostFormValue("kind")), Args: r.PostFormValue("args"), Key: r.PostFormValue("key"),
+		Delay: r.PostFormValue("delay"), Group: r.PostFormValue("group"), MaxAttempts: r.PostFormValue("max_attempts"),
+		FIFO: c.cfg.Producer.FIFO(),
+	}
+	al.add("kind", clip(f.Kind, 128))
+	opts, err := parseEnqueue(f)
+	if err == nil {
+		var res producer.Result
+		res, err = c.cfg.Producer.EnqueueRaw(r.Context(), f.Kind, []byte(f.Args), opts...)
+		if err == nil {
+			al.add("job_id", res.ID, "key", clip(res.Key, 200))
+			if res.StatusErr != nil {
+				al.add("status_error", res.StatusErr.Error())
+			}
+			done := "enqueued"
+			if res.Schedule != "" {
+				done = "scheduled"
+				al.add("schedule", res.Schedule)
+			}
+			c.redirect(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "done": {done}, "id": {res.ID}})
+			return
+		}
+		err = errors.New(enqueueError(err))
+	}
+	al.fail(err)
+	v := c.newView(r, "enqueue", "Enqueue")
+	v.Error = clean(err.Error())
+	f.Kind, f.Args, f.Key, f.Delay, f.Group, f.MaxAttempts = clean(f.Kind), clean(f.Args), clean(f.Key), clean(f.Delay), clean(f.Group), clean(f.MaxAttempts)
+	v.Data = f
+	c.render(w, r, http.StatusBadRequest, v)
+}
+
+// cancelJobAction cancels a scheduled or queued job (producer.Cancel: its schedule is deleted
+// and its record becomes cancelled).
+func (c *Console) cancelJobAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	kind, key, id := r.PostFormValue("kind"), r.PostFormValue("key"), r.PostFormValue("id")
+	al.add("job_id", clip(id, 200), "kind", clip(kind, 128), "key", clip(key, 200))
+	if c.cfg.Producer == nil || c.cfg.Status == nil {
+		al.fail(errors.New("no producer or job table"))
+		c.refuse(w, r, http.StatusNotFound, "This console cannot cancel jobs (it needs the producer and the job table).")
+		return
+	}
+	j, err := c.cfg.Status.Get(r.Context(), kind, key)
+	switch {
+	case errors.Is(err, status.ErrNotFound) || errors.Is(err, status.ErrInvalid):
+		al.fail(err)
+		c.refuse(w, r, http.StatusNotFound, "No such job in the job table.")
+		return
+	case err != nil:
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, "Reading the job's record failed: "+clean(err.Error()))
+		return
+	case j.State != idempotency.StateScheduled && j.State != idempotency.StateQueued:
+		al.fail(fmt.Errorf("job is %s", j.State))
+		c.refuse(w, r, http.StatusConflict, fmt.Sprintf("The job is %s: only a scheduled or queued job can be cancelled here.", j.State))
+		return
+	}
+	if err := c.cfg.Producer.Cancel(r.Context(), kind, key, j.JobID); err != nil {
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, "The cancel failed: "+clean(err.Error()))
+		return
+	}
+	c.redirect(w, r, "/job", url.Values{"kind": {kind}, "key": {key}, "done": {"cancelled"}, "id": {j.JobID}})
+}
+
+// copyJobAction enqueues a new job with the kind, args and attempt budget of a job whose
+// envelope the console can read (from its dead letter, or its one-time schedule).
+func (c *Console) copyJobAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	id := r.PostFormValue("id")
+	al.add("job_id", clip(id, 200))
+	if c.cfg.Producer == nil || id == "" {
+		al.fail(errors.New("no producer, or no job id"))
+		c.refuse(w, r, http.StatusBadRequest, "This console cannot enqueue a copy of that job.")
+		return
+	}
+	var env *jobs.Envelope
+	group := ""
+	if c.cfg.DLQ != nil {
+		if m, err := c.cfg.DLQ.Show(r.Context(), id); err == nil {
+			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
+				env = &e
+			}
+		} else if !errors.Is(err, dlq.ErrNotFound) {
+			al.fail(err)
+			c.refuse(w, r, http.StatusBadGateway, "Reading the DLQ failed: "+clean(err.Error()))
+			return
+		}
+	}
+	if env == nil && c.cfg.Schedules != nil {
+		if js, err := c.cfg.Schedules.GetJob(r.Context(), id); err == nil {
+			env, group = &js.Envelope, js.GroupID
+		}
+	}
+	if env == nil {
+		al.fail(errors.New("envelope not found"))
+		c.refuse(w, r, http.StatusNotFound, "The job's envelope is not in the DLQ or the scheduler any more: nothing to copy.")
+		return
+	}
+	var opts []producer.Option
+	if env.MaxAttempts > 0 {
+		opts = append(opts, producer.WithMaxAttempts(env.MaxAttempts))
+	}
+	if c.cfg.Producer.FIFO() {
+		if group == "" {
+			group = env.Kind // as the redrive does for a dead letter without its group
+		}
+		opts = append(opts, producer.WithGroupID(group))
+	}
+	res, err := c.cfg.Producer.EnqueueRaw(r.Context(), env.Kind, env.Args, opts...)
+	if err != nil {
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, clean(enqueueError(err)))
+		return
+	}
+	al.add("copy_job_id", res.ID, "kind", res.Kind)
+	c.redirect(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "done": {"copied"}, "id": {res.ID}})
+}

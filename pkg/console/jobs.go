@@ -1,0 +1,356 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
+	"github.com/sqsworker/sqsworker/pkg/status"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+// listedStates are the states the Jobs page lists: those the by_status index holds, as the
+// CLI's `jobs --status`.
+var listedStates = []idempotency.State{idempotency.StateRetrying, idempotency.StateDead, idempotency.StateScheduled, idempotency.StateCancelled}
+
+// emptyStates say what an empty listing means and what to do.
+var emptyStates = map[idempotency.State]string{
+	idempotency.StateRetrying:  "No job is waiting for a retry. A job whose attempt fails is listed here until its next attempt.",
+	idempotency.StateDead:      "No dead job. Jobs the worker gives up on (attempts exhausted, cancelled, malformed, unknown kind) are listed here with the reason; redrive them from the Dead letters page.",
+	idempotency.StateScheduled: "No scheduled job. Jobs enqueued with a delay beyond 15 minutes (or any delay on a FIFO queue) wait here until the scheduler sends them; enqueue one with a delay.",
+	idempotency.StateCancelled: "No cancelled job. A scheduled or queued job can be cancelled from its page.",
+}
+
+// jobRow is one job of a listing, cleaned for display.
+type jobRow struct {
+	JobID, Kind, Key, State, Reason, Updated, LastError, Href string
+	Runs                                                      int
+}
+
+func (c *Console) jobHref(kind, key string) string {
+	return c.link("/job", url.Values{"kind": {kind}, "key": {key}})
+}
+
+func (c *Console) jobIDHref(id string) string {
+	return c.link("/job", url.Values{"id": {id}})
+}
+
+func (c *Console) toRow(j status.Job) jobRow {
+	return jobRow{
+		JobID: clip(orDash(j.JobID), 80), Kind: clip(j.Kind, 128), Key: clip(j.Key, 60), State: string(j.State),
+		Reason: clip(orDash(j.Reason), 40), Updated: showTime(j.UpdatedAt), LastError: clip(orDash(j.LastError), 120),
+		Runs: j.Runs, Href: c.jobHref(j.Kind, j.Key),
+	}
+}
+
+// jobsPage lists the jobs of one state, newest first, a page at a time.
+func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "jobs", "Jobs")
+	if c.cfg.Status == nil {
+		v.Error = "This console has no job table: jobs cannot be listed (give Config.Status; `sqsworker ui` finds the stack's table <stack>-jobs)."
+		v.Data = jobsData{}
+		c.render(w, r, http.StatusOK, v)
+		return
+	}
+	q := r.URL.Query()
+	state := idempotency.State(q.Get("state"))
+	if state == "" {
+		state = idempotency.StateDead
+	}
+	kind := strings.TrimSpace(q.Get("kind"))
+	data := jobsData{State: string(state), Kind: clean(kind), FirstHref: c.link("/jobs", url.Values{"state": {string(state)}, "kind": {kind}})}
+	for _, s := range listedStates {
+		qs := url.Values{"state": {string(s)}}
+		if kind != "" {
+			qs.Set("kind", kind)
+		}
+		data.Tabs = append(data.Tabs, tab{Label: string(s), Href: c.link("/jobs", qs), Active: s == state})
+	}
+	code := http.StatusOK
+	switch {
+	case !idempotency.StatusIndexed(state):
+		v.Error, code = fmt.Sprintf("State %q is not listed: want retrying, dead, scheduled or cancelled (other states are not indexed; find such a job by id or by kind and key).", clip(string(state), 40)), http.StatusBadRequest
+	case kind != "" && jobs.ValidateKind(kind) != nil:
+		v.Error, code = "Kind: "+clean(jobs.ValidateKind(kind).Error()), http.StatusBadRequest
+	default:
+		page, err := c.cfg.Status.List(r.Context(), status.ListQuery{State: state, Kind: kind, Limit: c.cfg.PageSize, PageToken: q.Get("page")})
+		var pe *status.PageTokenError
+		switch {
+		case errors.As(err, &pe):
+			v.Error, code = "This page link is damaged or belongs to another listing: start again from the first page.", http.StatusBadRequest
+		case err != nil:
+			v.Error, code = "Listing the jobs failed: "+clean(err.Error()), http.StatusBadGateway
+		default:
+			for _, j := range page.Jobs {
+				data.Rows = append(data.Rows, c.toRow(j))
+			}
+			if page.NextPageToken != "" {
+				data.NextHref = c.link("/jobs", url.Values{"state": {string(state)}, "kind": {kind}, "page": {page.NextPageToken}})
+			}
+			data.Paged = q.Get("page") != ""
+			data.Empty = emptyStates[state]
+			if kind != "" {
+				data.Empty = fmt.Sprintf("No %s job of kind %s. Clear the kind filter to see every kind.", state, clean(kind))
+			}
+		}
+	}
+	v.Data = data
+	c.render(w, r, code, v)
+}
+
+type tab struct {
+	Label, Href string
+	Active      bool
+}
+
+type jobsData struct {
+	State, Kind string
+	Tabs        []tab
+	Rows        []jobRow
+	Empty       string
+	NextHref    string
+	FirstHref   string
+	Paged       bool
+}
+
+// findJob looks a job up by id, or by KIND/KEY, and redirects to its page.
+func (c *Console) findJob(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if q == "" {
+		c.redirect(w, r, "/jobs", nil)
+		return
+	}
+	if kind, key, ok := strings.Cut(q, "/"); ok && jobs.ValidateKind(kind) == nil && key != "" {
+		c.redirect(w, r, "/job", url.Values{"kind": {kind}, "key": {key}})
+		return
+	}
+	c.redirect(w, r, "/job", url.Values{"id": {q}})
+}
+
+// jobData is the Job page.
+type jobData struct {
+	Query      string // what was looked up, for a not-found message
+	Found      bool
+	ID         string // the job id the actions use
+	Kind, Key  string
+	Record     *recordView
+	Envelope   *envelopeView
+	Dead       *deadLetterView
+	Scheduled  *scheduledView
+	Notes      []string
+	CanRedrive bool
+	CanCancel  bool
+	CanCopy    bool
+}
+
+type recordView struct {
+	JobID, Kind, Key, State, Reason, LastError, Result string
+	FirstRun, LastRun, Updated, Expires, LeaseUntil    string
+	RunAt                                              string
+	Runs                                               int
+	Expired                                            bool
+}
+
+type envelopeView struct {
+	ID, Kind, Key, EnqueuedAt, RunAt, Args string
+	MaxAttempts, AttemptsBefore            int
+	Meta                                   []kv
+	ArgsBytes                              int
+}
+
+type kv struct{ Name, Value string }
+
+type deadLetterView struct {
+	MessageID, Reason, Error, FailedAt, SentAt, SourceQueue, Body string
+	Attempts, ReceiveCount, BodyBytes                             int
+	Attributes                                                    []kv
+	BodyIsEnvelope                                                bool
+}
+
+type scheduledView struct {
+	Name, RunAt, GroupID string
+	Disabled             bool
+}
+
+// jobPage shows one job: its record, its envelope and its dead letter, with the actions.
+func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "job", "Job")
+	q := r.URL.Query()
+	id, kind, key := strings.TrimSpace(q.Get("id")), q.Get("kind"), q.Get("key")
+	data := jobData{Query: clip(orDash(id), 200)}
+	if id == "" {
+		data.Query = clip(kind+"/"+key, 200)
+	}
+	ctx := r.Context()
+	code := http.StatusOK
+	var rec *status.Job
+	if c.cfg.Status != nil {
+		var j status.Job
+		var err error
+		switch {
+		case kind != "" || key != "":
+			if kerr := jobs.ValidateKind(kind); kerr != nil || key == "" {
+				v.Error = "Look a job up by its id, or by its kind and key."
+				v.Data = data
+				c.render(w, r, http.StatusBadRequest, v)
+				return
+			}
+			j, err = c.cfg.Status.Get(ctx, kind, key)
+		case id != "":
+			j, err = c.cfg.Status.GetByID(ctx, id)
+		default:
+			v.Error = "Look a job up by its id, or by its kind and key."
+			v.Data = data
+			c.render(w, r, http.StatusBadRequest, v)
+			return
+		}
+		switch {
+		case errors.Is(err, status.ErrNotFound):
+		case err != nil:
+			v.Error, code = "Reading the job's record failed: "+clean(err.Error()), http.StatusBadGateway
+		default:
+			rec = &j
+		}
+	}
+	if rec != nil {
+		data.Found, data.Record = true, toRecordView(*rec)
+		id, kind, key = rec.JobID, rec.Kind, rec.Key
+	}
+	data.ID, data.Kind, data.Key = clean(id), clean(kind), clean(key)
+	state := idempotency.State("")
+	if rec != nil {
+		state = rec.State
+	}
+	var env *jobs.Envelope
+	// The envelope is not kept after the enqueue: it is found in the DLQ (dead jobs, and jobs
+	// without a record) and in the scheduler (scheduled jobs).
+	if id != "" && c.cfg.DLQ != nil && (rec == nil || state == idempotency.StateDead) {
+		m, err := c.cfg.DLQ.Show(ctx, id)
+		switch {
+		case errors.Is(err, dlq.ErrNotFound):
+			if state == idempotency.StateDead {
+				data.Notes = append(data.Notes, "Its dead letter is not in the DLQ (redriven, purged, or the record is older than the DLQ's retention).")
+			}
+		case err != nil:
+			data.Notes = append(data.Notes, "Reading the DLQ failed: "+clean(err.Error()))
+		default:
+			data.Found = true
+			data.Dead = c.toDeadLetterView(m)
+			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
+				env = &e
+			}
+			if rec == nil {
+				data.Kind = clean(m.Kind)
+			}
+		}
+	}
+	if id != "" && c.cfg.Schedules != nil && (rec == nil || state == idempotency.StateScheduled) {
+		js, err := c.cfg.Schedules.GetJob(ctx, id)
+		switch {
+		case errors.Is(err, schedule.ErrNotFound):
+			if state == idempotency.StateScheduled {
+				data.Notes = append(data.Notes, "Its one-time schedule is gone: it has fired (the job is on the queue) or was deleted.")
+			}
+		case err != nil:
+			data.Notes = append(data.Notes, "Reading its schedule failed: "+clean(err.Error()))
+		default:
+			data.Found = true
+			data.Scheduled = &scheduledView{Name: clean(js.Name), RunAt: showTime(js.RunAt), GroupID: clean(js.GroupID), Disabled: js.Disabled}
+			if env == nil {
+				env = &js.Envelope
+			}
+		}
+	}
+	if env != nil {
+		data.Envelope = c.toEnvelopeView(*env)
+	} else if data.Found {
+		data.Notes = append(data.Notes, "Its envelope (args, meta) is not kept after the enqueue: it is shown while the job waits in the scheduler or lies in the DLQ.")
+	}
+	if !data.Found && code == http.StatusOK {
+		code = http.StatusNotFound
+		v.Error = "No job " + data.Query + " was found in the job table, the DLQ or the scheduler. A job id enqueued in the last second may not be indexed yet; look a key up as KIND/KEY."
+	}
+	data.CanRedrive = data.Dead != nil && id != "" && c.cfg.DLQ != nil
+	data.CanCancel = rec != nil && c.cfg.Producer != nil && (state == idempotency.StateScheduled || state == idempotency.StateQueued)
+	data.CanCopy = env != nil && c.cfg.Producer != nil
+	if data.Found {
+		v.Title = "Job " + clip(orDash(id), 60)
+	}
+	v.Data = data
+	c.render(w, r, code, v)
+}
+
+func toRecordView(j status.Job) *recordView {
+	rv := &recordView{
+		JobID: clean(orDash(j.JobID)), Kind: clean(j.Kind), Key: clean(j.Key), State: string(j.State),
+		Reason: clean(orDash(j.Reason)), LastError: clean(j.LastError), Result: clean(j.Result), Runs: j.Runs,
+		FirstRun: showTime(j.FirstAttemptAt), LastRun: showTime(j.LastAttemptAt), Updated: showTime(j.UpdatedAt),
+		Expires: showTime(j.ExpiresAt), Expired: j.Expired,
+	}
+	if j.State == idempotency.StateRunning {
+		rv.LeaseUntil = showTime(j.LeaseUntil)
+	}
+	if !j.RunAt.IsZero() {
+		rv.RunAt = showTime(j.RunAt)
+	}
+	return rv
+}
+
+func (c *Console) toEnvelopeView(e jobs.Envelope) *envelopeView {
+	ev := &envelopeView{
+		ID: clean(e.ID), Kind: clean(e.Kind), Key: clean(e.EffectiveKey()), EnqueuedAt: showTime(e.EnqueuedAt),
+		MaxAttempts: e.MaxAttempts, AttemptsBefore: e.AttemptsBefore, ArgsBytes: len(e.Args),
+	}
+	if !e.RunAt.IsZero() {
+		ev.RunAt = showTime(e.RunAt)
+	}
+	if c.cfg.ShowArgs {
+		ev.Args = clean(prettyJSON(e.Args))
+	}
+	for k, val := range e.Meta {
+		ev.Meta = append(ev.Meta, kv{clean(k), clean(val)})
+	}
+	sort.Slice(ev.Meta, func(i, j int) bool { return ev.Meta[i].Name < ev.Meta[j].Name })
+	return ev
+}
+
+func (c *Console) toDeadLetterView(m dlq.Message) *deadLetterView {
+	dv := &deadLetterView{
+		MessageID: clean(m.MessageID), Reason: clean(orDash(m.Reason)), FailedAt: showTime(m.FailedAt), SentAt: showTime(m.SentAt),
+		Attempts: m.Attempts, ReceiveCount: m.ReceiveCount, BodyBytes: len(m.Body),
+	}
+	if m.Failure != nil {
+		dv.Error, dv.SourceQueue = clean(m.Failure.Error), clean(m.Failure.SourceQueue)
+	}
+	_, err := jobs.ParseEnvelope(m.Body)
+	dv.BodyIsEnvelope = err == nil
+	if c.cfg.ShowArgs {
+		dv.Body = clean(prettyJSON([]byte(m.Body)))
+	}
+	for name, val := range m.Attributes {
+		if name == worker.FailureAttribute {
+			continue // shown decoded above
+		}
+		dv.Attributes = append(dv.Attributes, kv{clean(name), clip(val, 500)})
+	}
+	sort.Slice(dv.Attributes, func(i, j int) bool { return dv.Attributes[i].Name < dv.Attributes[j].Name })
+	return dv
+}
+
+// prettyJSON indents JSON, or returns the bytes as they are when they are not JSON.
+func prettyJSON(b []byte) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") == nil {
+		return out.String()
+	}
+	return string(b)
+}

@@ -1,0 +1,192 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// window is a chart window of the overview.
+type window struct {
+	Name    string
+	Label   string
+	Step    time.Duration
+	Buckets int
+}
+
+var windows = []window{
+	{Name: "1h", Label: "last hour", Step: 5 * time.Minute, Buckets: 12},
+	{Name: "24h", Label: "last day", Step: time.Hour, Buckets: 24},
+}
+
+func windowOf(name string) window {
+	for _, w := range windows {
+		if w.Name == name {
+			return w
+		}
+	}
+	return windows[0]
+}
+
+// queueJSON is one queue's line of the overview.
+type queueJSON struct {
+	Role     string `json:"role"`
+	Name     string `json:"name"`
+	Visible  *int   `json:"visible"`
+	InFlight *int   `json:"in_flight"`
+	Delayed  *int   `json:"delayed"`
+	// OldestAge is the age of the oldest message, such as "3m12s", or "-" when unknown.
+	OldestAge string `json:"oldest_age"`
+	Error     string `json:"error"`
+}
+
+// kindJSON is one kind's counts per bucket.
+type kindJSON struct {
+	Kind         string    `json:"kind"`
+	Succeeded    []float64 `json:"succeeded"`
+	Failed       []float64 `json:"failed"`
+	Retried      []float64 `json:"retried"`
+	DeadLettered []float64 `json:"dead_lettered"`
+}
+
+// overviewJSON is the document /api/overview returns, and what the overview page shows.
+type overviewJSON struct {
+	GeneratedAt string      `json:"generated_at"`
+	Window      string      `json:"window"`
+	WindowLabel string      `json:"window_label"`
+	Start       string      `json:"start"`
+	StepSeconds int         `json:"step_seconds"`
+	Buckets     int         `json:"buckets"`
+	Queues      []queueJSON `json:"queues"`
+	RatesSource string      `json:"rates_source"`
+	RatesError  string      `json:"rates_error"`
+	Kinds       []kindJSON  `json:"kinds"`
+	// RefreshMillis is how often the page refreshes itself.
+	RefreshMillis int `json:"refresh_ms"`
+}
+
+// overview gathers the queues' depths and the rates, concurrently.
+func (c *Console) overview(ctx context.Context, win window) overviewJSON {
+	now := c.cfg.Now()
+	start := now.Truncate(win.Step).Add(win.Step).Add(-time.Duration(win.Buckets) * win.Step)
+	doc := overviewJSON{
+		GeneratedAt: showTime(now), Window: win.Name, WindowLabel: win.Label, Start: start.UTC().Format(time.RFC3339),
+		StepSeconds: int(win.Step / time.Second), Buckets: win.Buckets, Kinds: []kindJSON{},
+		RefreshMillis: int(c.cfg.Refresh / time.Millisecond),
+	}
+	var wg sync.WaitGroup
+	type q struct {
+		role QueueRole
+		url  string
+	}
+	var queues []q
+	if c.cfg.QueueURL != "" {
+		queues = append(queues, q{JobQueue, c.cfg.QueueURL})
+	}
+	if c.cfg.DLQURL != "" {
+		queues = append(queues, q{DeadLetterQueue, c.cfg.DLQURL})
+	}
+	doc.Queues = make([]queueJSON, len(queues))
+	for i, qu := range queues {
+		wg.Go(func() { doc.Queues[i] = c.queueLine(ctx, qu.role, qu.url) })
+	}
+	if c.cfg.Stats != nil {
+		wg.Go(func() {
+			r, err := c.cfg.Stats.Rates(ctx, RatesQuery{Start: start, Step: win.Step, Buckets: win.Buckets})
+			if err != nil {
+				doc.RatesError = clean(err.Error())
+				return
+			}
+			doc.RatesSource = clean(r.Source)
+			for _, k := range r.Kinds {
+				doc.Kinds = append(doc.Kinds, kindJSON{Kind: clean(k.Kind), Succeeded: k.Succeeded, Failed: k.Failed,
+					Retried: k.Retried, DeadLettered: k.DeadLettered})
+			}
+		})
+	}
+	wg.Wait()
+	return doc
+}
+
+// queueLine reads one queue's depths (and, through Stats, its oldest message's age).
+func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
+	line := queueJSON{Role: "job queue", Name: clean(c.queueName), OldestAge: "-"}
+	if role == DeadLetterQueue {
+		line.Role, line.Name = "dead-letter queue", clean(c.dlqName)
+	}
+	if c.cfg.SQS != nil {
+		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed},
+		})
+		if err != nil {
+			line.Error = clean(err.Error())
+		} else {
+			num := func(name sqstypes.QueueAttributeName) *int {
+				if n, err := strconv.Atoi(out.Attributes[string(name)]); err == nil {
+					return &n
+				}
+				return nil
+			}
+			line.Visible = num(sqstypes.QueueAttributeNameApproximateNumberOfMessages)
+			line.InFlight = num(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)
+			line.Delayed = num(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)
+		}
+	}
+	if c.cfg.Stats != nil {
+		age, ok, err := c.cfg.Stats.OldestAge(ctx, role)
+		if err != nil && line.Error == "" {
+			line.Error = clean(err.Error())
+		}
+		line.OldestAge = showAge(age, ok)
+	}
+	return line
+}
+
+// overviewPage renders the overview; its script refreshes it from /api/overview.
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	win := windowOf(r.URL.Query().Get("window"))
+	v := c.newView(r, "overview", "Overview")
+	doc := c.overview(r.Context(), win)
+	type winLink struct {
+		Label, Href string
+		Active      bool
+	}
+	var links []winLink
+	for _, w := range windows {
+		links = append(links, winLink{Label: w.Label, Href: c.link("/", map[string][]string{"window": {w.Name}}), Active: w.Name == win.Name})
+	}
+	v.Data = struct {
+		Doc      overviewJSON
+		Windows  []winLink
+		APIURL   string
+		HasStats bool
+	}{doc, links, c.link("/api/overview", map[string][]string{"window": {win.Name}}), c.cfg.Stats != nil}
+	c.render(w, r, http.StatusOK, v)
+}
+
+// overviewAPI returns the overview as JSON, for the page's refresh.
+func (c *Console) overviewAPI(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, c.overview(r.Context(), windowOf(r.URL.Query().Get("window"))))
+}
+
+// writeJSON writes v as JSON (encoding/json replaces invalid UTF-8 and escapes <, > and &).
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "console: encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
