@@ -46,12 +46,10 @@ func main() {
 	}
 	// Tracing: each request runs in an invocation span (the parent of the producer's spans).
 	lambda.Start(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-		var resp events.LambdaFunctionURLResponse
-		_, err := ot.Invoke(ctx, "http", func(ctx context.Context) ([]byte, error) {
-			var err error
-			resp, err = api.Handle(ctx, req)
-			return nil, err
-		})
+		ctx, end := ot.Start(ctx, otelsetup.Invocation{Trigger: "http", Headers: req.Headers,
+			Method: req.RequestContext.HTTP.Method, Path: req.RequestContext.HTTP.Path})
+		resp, err := api.Handle(ctx, req)
+		end(resp.StatusCode, err)
 		return resp, err
 	})
 }

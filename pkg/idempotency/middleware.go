@@ -260,7 +260,7 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 		return fmt.Errorf("%w: duplicate of job %s, which succeeded", jobs.ErrSkipped, rec.JobID)
 	case rec.State == StateCancelled:
 		m.stats.duplicates.Add(1)
-		return fmt.Errorf("%w: job key %q was cancelled", jobs.ErrSkipped, job.Key)
+		return fmt.Errorf("%w: job key %q was cancelled", jobs.ErrSkippedCancelled, job.Key)
 	case rec.State == StateDead:
 		// This very message was dead-lettered before, but its DLQ send failed: send it again,
 		// without running the job again.

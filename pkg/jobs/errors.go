@@ -83,6 +83,10 @@ func DeadLetter(reason string, err error) error { return &DeadLetterError{Reason
 // running it (for example, a duplicate of a job that already succeeded). Wrap it to add detail.
 var ErrSkipped = errors.New("job skipped")
 
+// ErrSkippedCancelled wraps ErrSkipped for a job acknowledged without running because it was
+// cancelled (its record says so), rather than because it is a duplicate of one that succeeded.
+var ErrSkippedCancelled = fmt.Errorf("%w: cancelled", ErrSkipped)
+
 // ArgsError reports args that do not decode into the kind's Args type. Such a job is never
 // retried: it is dead-lettered as malformed.
 type ArgsError struct {

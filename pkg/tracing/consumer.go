@@ -23,7 +23,12 @@ func (c *consumer) Start(ctx context.Context, info *jobs.Info) context.Context {
 	n := (*Tracing)(c).namesFor(info.QueueARN)
 	ctx, span := c.tracer.Start(ctx, n.process, consumerKind)
 	if !span.IsRecording() {
-		return ctx // a no-op or unsampled tracer: nothing more to pay for
+		// Unsampled (or a no-op tracer): no attributes to build, but the trace context still goes
+		// on, so that jobs this one enqueues keep the sampling decision.
+		if sc := span.SpanContext(); sc.IsValid() {
+			ctx = jobs.WithTraceParent(ctx, traceparent(sc))
+		}
+		return ctx
 	}
 	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
@@ -115,6 +120,9 @@ func outcomeOf(o *worker.Outcome) string {
 	case worker.OutcomeSucceeded:
 		return OutcomeSucceeded
 	case worker.OutcomeSkipped:
+		if errors.Is(o.Err, jobs.ErrSkippedCancelled) {
+			return OutcomeSkippedCancelled
+		}
 		return OutcomeSkippedDuplicate
 	case worker.OutcomeRetry:
 		return OutcomeRetried

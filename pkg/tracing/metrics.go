@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
+	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -51,20 +52,38 @@ func (m *instruments) consumed(ctx context.Context, queue string, o *worker.Outc
 	}
 }
 
-func (m *instruments) sentMessages(ctx context.Context, queue, op string, sent, failed int, errType string) {
+// sentMessages counts a call's jobs by kind: sent (to SQS, or handed to the scheduler) and failed,
+// with error.type on failures.
+func (m *instruments) sentMessages(ctx context.Context, queue string, call producer.Call, results []producer.Result) {
 	if !m.sentCount.Enabled(ctx) {
 		return
 	}
-	base := []attribute.KeyValue{
-		semconv.MessagingSystemAWSSQS,
-		semconv.MessagingDestinationName(queue),
-		semconv.MessagingOperationName("send"),
-		AttrOperation.String(op),
+	type key struct{ kind, errType string }
+	counts := map[key]int64{}
+	for i := range results {
+		r := &results[i]
+		kind := r.Kind
+		if kind == "" {
+			kind = "_OTHER" // a job rejected before its kind was known
+		}
+		switch {
+		case r.Err != nil:
+			counts[key{kind, errorType(r.Err)}]++
+		case r.MessageID != "" || r.Schedule != "":
+			counts[key{kind, ""}]++
+		}
 	}
-	if sent > 0 {
-		m.sentCount.Add(ctx, int64(sent), metric.WithAttributes(base...))
-	}
-	if failed > 0 {
-		m.sentCount.Add(ctx, int64(failed), metric.WithAttributes(append(base, semconv.ErrorTypeKey.String(errType))...))
+	for k, n := range counts {
+		attrs := []attribute.KeyValue{
+			semconv.MessagingSystemAWSSQS,
+			semconv.MessagingDestinationName(queue),
+			semconv.MessagingOperationName("send"),
+			AttrOperation.String(call.Operation),
+			AttrJobKind.String(k.kind),
+		}
+		if k.errType != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(k.errType))
+		}
+		m.sentCount.Add(ctx, n, metric.WithAttributes(attrs...))
 	}
 }

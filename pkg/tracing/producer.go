@@ -28,6 +28,11 @@ func (p *producerObserver) Start(ctx context.Context, call producer.Call) contex
 	}
 	ctx, span := p.tracer.Start(ctx, name, producerKind)
 	if !span.IsRecording() {
+		// Unsampled: the jobs still carry the trace context (and its sampling decision).
+		if sc := span.SpanContext(); sc.IsValid() {
+			ctx = jobs.WithTraceParent(ctx, traceparent(sc))
+			ctx = p.withAWSTrace(ctx)
+		}
 		return ctx
 	}
 	attrs := make([]attribute.KeyValue, 0, 7)
@@ -40,14 +45,19 @@ func (p *producerObserver) Start(ctx context.Context, call producer.Call) contex
 		attrs = append(attrs, AttrJobKind.String(call.Kind))
 	}
 	span.SetAttributes(attrs...)
-	sc := span.SpanContext()
-	ctx = jobs.WithTraceParent(ctx, traceparent(sc))
-	if p.xray != nil {
-		c := carrier{key: xrayHeader}
-		p.xray.Inject(ctx, &c)
-		if c.value != "" {
-			ctx = jobs.WithAWSTraceHeader(ctx, c.value)
-		}
+	ctx = jobs.WithTraceParent(ctx, traceparent(span.SpanContext()))
+	return p.withAWSTrace(ctx)
+}
+
+// withAWSTrace adds the X-Ray header of ctx's span, with the AWSTracePropagator.
+func (p *producerObserver) withAWSTrace(ctx context.Context) context.Context {
+	if p.xray == nil {
+		return ctx
+	}
+	c := carrier{key: xrayHeader}
+	p.xray.Inject(ctx, &c)
+	if c.value != "" {
+		ctx = jobs.WithAWSTraceHeader(ctx, c.value)
 	}
 	return ctx
 }
@@ -94,7 +104,7 @@ func (p *producerObserver) End(ctx context.Context, call producer.Call, results 
 	}
 	span.End()
 	if p.m != nil && call.Operation != producer.OpPrepare {
-		p.m.sentMessages(ctx, (*Tracing)(p).namesFor(call.QueueURL).queue, call.Operation, sent, failed, errorType(firstErr))
+		p.m.sentMessages(ctx, (*Tracing)(p).namesFor(call.QueueURL).queue, call, results)
 	}
 }
 

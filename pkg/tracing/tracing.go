@@ -66,6 +66,7 @@ const (
 	OutcomeRetried          = "retried"
 	OutcomeDeadLettered     = "dead_lettered"
 	OutcomeSkippedDuplicate = "skipped_duplicate"
+	OutcomeSkippedCancelled = "skipped_cancelled" // its record says cancelled
 	OutcomeDeferred         = "deferred"
 	OutcomeAbandoned        = "abandoned"
 	OutcomeNotRun           = "not_run"

@@ -38,6 +38,7 @@ type item struct {
 	prepared bool // res was decided in prepare (malformed, unknown kind, deferred)
 	state    atomic.Int32
 	octx     atomic.Value // the Observer's context.Context, once started (empty without one)
+	obsOnce  sync.Once    // starts the Observer once: in work, or at settlement if it never ran
 	depth    atomic.Int32 // how far into the middleware the job went: i + 1 once middleware i called next
 	res      result
 	late     *result // set by the batch at the deadline (rare, so not inline)
@@ -305,8 +306,13 @@ func (b *batch) work(ctx context.Context, it *item) (res result) {
 		jctx = jobs.WithTraceParent(jctx, info.TraceParent) // the job's trace, over any outer one
 	}
 	if obs := b.h.cfg.Observer; obs != nil {
-		jctx = obs.Start(jctx, info) // outermost: its trace context wins (the consumer span)
-		it.octx.Store(jctx)
+		// Outermost: its trace context wins (the consumer span). If the batch already settled the
+		// message as abandoned at the deadline (between this goroutine taking it and getting
+		// here), its span is closed: the job runs without one.
+		it.obsOnce.Do(func() {
+			jctx = obs.Start(jctx, info)
+			it.octx.Store(jctx)
+		})
 	}
 	var err error
 	func() {

@@ -106,10 +106,11 @@ func (b *batch) settle(ctx context.Context) []string {
 
 // observe reports a settled message to the Observer, starting it first if it never ran.
 func (b *batch) observe(ctx context.Context, obs Observer, it *item, r *result, failed bool) {
-	octx, ok := it.octx.Load().(context.Context) // it ran (or is still running, abandoned)
-	if !ok {
-		octx = obs.Start(ctx, &it.info) // it never ran: no goroutine holds its info
-	}
+	// A message that ran (or is still running, abandoned) was started by its goroutine; one that
+	// never got that far is started now. The Once orders the two: whoever comes second sees the
+	// first's context, or (the job's goroutine) runs without a span.
+	it.obsOnce.Do(func() { it.octx.Store(obs.Start(ctx, &it.info)) })
+	octx, _ := it.octx.Load().(context.Context)
 	obs.Settled(octx, b.outcome(it, r, failed))
 }
 

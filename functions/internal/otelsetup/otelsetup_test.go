@@ -177,3 +177,60 @@ func hexIDsToBase64(t *testing.T, body []byte) []byte {
 	out, _ := json.Marshal(v)
 	return out
 }
+
+func TestTheADOTLayerAloneTurnsTracingOn(t *testing.T) {
+	e := env(map[string]string{"OPENTELEMETRY_COLLECTOR_CONFIG_URI": "/opt/collector-config/config.yaml"})
+	if !Enabled(e) {
+		t.Fatal("the ADOT layer's configuration does not turn tracing on")
+	}
+	exp, err := exporterFromEnv(withADOTDefault(e))
+	if err != nil || exp.url != "http://localhost:4318/v1/traces" {
+		t.Errorf("exporter %+v, %v; want the layer's receiver", exp, err)
+	}
+	exp, err = exporterFromEnv(withADOTDefault(env(map[string]string{"OPENTELEMETRY_COLLECTOR_CONFIG_FILE": "/x", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})))
+	if err != nil || exp.url != "http://collector:4318/v1/traces" {
+		t.Errorf("an explicit endpoint lost to the layer's default: %+v, %v", exp, err)
+	}
+}
+
+// The invocation continues the caller's trace: a function URL request's traceparent, else (with
+// the xray propagator) the X-Ray header aws-lambda-go puts in the context under active tracing.
+func TestInvocationParents(t *testing.T) {
+	col := &collector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	s, err := New(context.Background(), env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_PROPAGATORS": "tracecontext,xray",
+		"AWS_LAMBDA_FUNCTION_NAME": "app-api"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, end := s.Start(context.Background(), Invocation{Trigger: "http", Method: "POST", Path: "/jobs",
+		Headers: map[string]string{"Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+	sc := trace.SpanContextFromContext(ctx)
+	end(202, nil)
+	if sc.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("HTTP invocation trace %s, want the request's", sc.TraceID())
+	}
+	lambdaCtx := context.WithValue(context.Background(), "x-amzn-trace-id", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a:1")
+	ctx, end = s.Start(lambdaCtx, Invocation{Trigger: "pubsub"})
+	sc = trace.SpanContextFromContext(ctx)
+	end(0, nil)
+	if sc.TraceID().String() != "5759e988bd862e3fe1be46a994272793" {
+		t.Errorf("SQS invocation trace %s, want Lambda's X-Ray trace", sc.TraceID())
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	body := strings.Join(func() []string {
+		var out []string
+		for _, b := range col.bodies {
+			out = append(out, string(b))
+		}
+		return out
+	}(), "\n")
+	for _, want := range []string{`"key":"http.response.status_code","value":{"intValue":"202"}`, `"key":"http.request.method","value":{"stringValue":"POST"}`,
+		`"parentSpanId":"b7ad6b7169203331"`, `"parentSpanId":"53995c3f42cd8ad8"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the exported spans lack %s:\n%s", want, body)
+		}
+	}
+}
