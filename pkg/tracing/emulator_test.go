@@ -21,7 +21,8 @@ import (
 )
 
 // Producer → SQS (the embedded emulator) → poller → worker: each attempt's consumer span links
-// to the producer's span, and a job without trace context gets a root span.
+// to the producer's span, and a job without trace context, or with a malformed one, gets a root
+// span (never an error).
 func TestEmulatorProducerToWorkerTrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -56,10 +57,12 @@ func TestEmulatorProducerToWorkerTrace(t *testing.T) {
 	if _, err := prod.Enqueue(ctx, testArgs{Do: "fail"}); err != nil {
 		t.Fatal(err)
 	}
-	// A producer in another language: no trace context at all.
-	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &stack.QueueURL,
-		MessageBody: new(`{"v":1,"id":"plain-1","kind":"test.job","args":{"do":"ok"}}`)}); err != nil {
-		t.Fatal(err)
+	// Producers in another language: no trace context at all, and a malformed one.
+	for _, body := range []string{`{"v":1,"id":"plain-1","kind":"test.job","args":{"do":"ok"}}`,
+		`{"v":1,"id":"plain-2","kind":"test.job","args":{"do":"ok"},"meta":{"traceparent":"00-not-a-trace-context"}}`} {
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &stack.QueueURL, MessageBody: new(body)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := poller.New(poller.Config{SQS: client, QueueURL: stack.QueueURL, Handler: h, WaitTime: time.Second, VisibilityTimeout: 30 * time.Second})
 	if err != nil {
@@ -69,15 +72,15 @@ func TestEmulatorProducerToWorkerTrace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
 	deadline := time.Now().Add(60 * time.Second)
-	for runs.Load() < 3 && time.Now().Before(deadline) {
+	for runs.Load() < 4 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if runs.Load() < 3 {
-		t.Fatalf("%d runs, want 3 (two attempts and the plain job)", runs.Load())
+	if runs.Load() < 4 {
+		t.Fatalf("%d runs, want 4 (two attempts and the two plain jobs)", runs.Load())
 	}
 	var producerSpan tracetest.SpanStub
 	var linked, roots int
@@ -99,7 +102,7 @@ func TestEmulatorProducerToWorkerTrace(t *testing.T) {
 			t.Errorf("consumer span %s: links %v parent %v", sp.Name, sp.Links, sp.Parent)
 		}
 	}
-	if linked != 2 || roots != 1 {
-		t.Errorf("%d consumer spans linked to the producer (want 2 attempts) and %d roots (want 1)", linked, roots)
+	if linked != 2 || roots != 2 {
+		t.Errorf("%d consumer spans linked to the producer (want 2 attempts) and %d roots (want 2: no context, and a malformed one)", linked, roots)
 	}
 }
