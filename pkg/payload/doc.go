@@ -1,0 +1,15 @@
+// Package payload sends job payloads larger than SQS allows through Amazon S3, in the format of
+// the Amazon SQS Extended Client Library (Java, and its Python port): the envelope is an S3
+// object, and the SQS message body is a pointer to it,
+//
+//	["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"my-bucket","s3Key":"sqsworker/01JD…"}]
+//
+// with the message attribute ExtendedPayloadSize (type Number) holding the payload's size in
+// bytes. The legacy forms (class com.amazon.sqs.javamessaging.MessageS3Pointer, attribute
+// SQSLargePayloadSize, which the Java library still writes by default) are read as well.
+//
+// The producer writes the object and sends the pointer (producer.Config.Payload); the worker
+// reads the object before it decodes the envelope and deletes it once the job has succeeded
+// (worker.Config.Payload). A [Store] does both over one narrow S3 client interface ([S3API]).
+// docs/envelope.md describes the wire format and how it interoperates with the extended client.
+package payload
