@@ -56,7 +56,9 @@ func (p Pointer) AppendJSON(dst []byte) []byte {
 }
 
 // Body returns the pointer's message body (see AppendJSON).
-func (p Pointer) Body() string { return string(p.AppendJSON(make([]byte, 0, 96+len(p.Bucket)+len(p.Key)))) }
+func (p Pointer) Body() string {
+	return string(p.AppendJSON(make([]byte, 0, 96+len(p.Bucket)+len(p.Key))))
+}
 
 // appendJSONString appends s as a JSON string without HTML escaping (as Jackson writes it).
 func appendJSONString(dst []byte, s string) []byte {
