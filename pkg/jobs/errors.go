@@ -13,6 +13,7 @@ const (
 	ReasonMalformed       = "malformed"        // the body is not a valid envelope, or its args do not decode
 	ReasonUnknownKind     = "unknown_kind"     // no worker is registered for the kind
 	ReasonPayloadMismatch = "payload_mismatch" // the key was seen before with different args
+	ReasonPayloadMissing  = "payload_missing"  // the body points to an S3 object that is missing or cannot be read
 )
 
 // CancelError stops a job's retries: the job is dead-lettered with the reason "cancelled".

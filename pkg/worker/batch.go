@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -10,16 +11,21 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/sqsevent"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // Item states. A pool worker moves an item pending → running → done; at the deadline the batch
-// moves pending items to skipped and running ones to abandoned. Whoever swaps first wins.
+// moves pending items to skipped and running ones to abandoned. Whoever swaps first wins. An item
+// whose body is an S3 pointer stays pending while the pool worker fetches its payload, then goes
+// through preparing (the pool worker fills in the job from the payload; the batch waits for it
+// at the deadline) to running.
 const (
 	statePending int32 = iota
 	stateRunning
 	stateDone
 	stateSkipped
 	stateAbandoned
+	statePreparing
 )
 
 // item is one message of a batch and what became of it.
@@ -42,6 +48,7 @@ type item struct {
 	depth    atomic.Int32 // how far into the middleware the job went: i + 1 once middleware i called next
 	res      result
 	late     *result // set by the batch at the deadline (rare, so not inline)
+	pl       *payloadState // the S3 object the body points to; nil for an inline body
 }
 
 // attemptOf returns the attempt to report for a result: the one the job ran with, else the
@@ -112,11 +119,11 @@ func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
 	return b.settle(ctx)
 }
 
-// prepare decodes the envelope and fills the job's info. Messages that cannot run get their
-// result now.
+// prepare fills the job's info from the message and decodes the envelope. Messages that cannot
+// run get their result now. A body that is an S3 pointer (with Config.Payload set) is left for
+// the pool: resolve fetches the object and decodes the envelope then.
 func (b *batch) prepare(ctx context.Context, it *item) {
 	rec := it.rec
-	env, err := jobs.ParseEnvelope(rec.Body)
 	it.info.MessageID = rec.MessageID
 	it.info.QueueARN = rec.EventSourceARN
 	it.info.GroupID = rec.MessageGroupID
@@ -126,7 +133,19 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 	if rec.SentTimestamp > 0 {
 		it.info.SentAt = time.UnixMilli(rec.SentTimestamp)
 	}
+	if payload.MaybePointer(rec.Body) && b.pointer(it) { // one byte compared for an envelope
+		return
+	}
+	b.prepareEnvelope(ctx, it, rec.Body)
+}
+
+// prepareEnvelope decodes the envelope (the message's body, or its payload from S3) and fills
+// the job's info.
+func (b *batch) prepareEnvelope(ctx context.Context, it *item, body string) {
+	rec := it.rec
+	env, err := jobs.ParseEnvelope(body)
 	if err != nil {
+		err = b.explainPointer(rec.Body, err)
 		if b.h.cfg.MalformedHook != nil {
 			return // runs in the pool, like a job
 		}
@@ -262,7 +281,11 @@ func (b *batch) runTask(ctx context.Context, task []int32) {
 		if !stopped && !b.workEnd.IsZero() && !b.h.cfg.Now().Before(b.workEnd) {
 			return // closeAtDeadline marks the rest
 		}
-		if !it.state.CompareAndSwap(statePending, stateRunning) {
+		if it.pl != nil && !stopped {
+			if !b.resolve(ctx, it) {
+				return // the deadline passed while its payload was fetched
+			}
+		} else if !it.state.CompareAndSwap(statePending, stateRunning) {
 			return // the deadline passed
 		}
 		switch {
@@ -286,6 +309,9 @@ func (b *batch) runTask(ctx context.Context, task []int32) {
 func (b *batch) closeAtDeadline() {
 	for i := range b.items {
 		it := &b.items[i]
+		for it.state.Load() == statePreparing {
+			runtime.Gosched() // a pool worker is filling in the job from its payload (no I/O)
+		}
 		if it.state.CompareAndSwap(statePending, stateSkipped) {
 			it.late = &result{outcome: OutcomeNotRun, act: actRetry}
 		} else if it.state.CompareAndSwap(stateRunning, stateAbandoned) {

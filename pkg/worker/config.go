@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // SQSAPI is the part of the SQS client the worker uses.
@@ -20,6 +21,22 @@ type SQSAPI interface {
 	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
 	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
+
+// PayloadStore reads the payloads of jobs that travel through S3, and writes those of re-sent
+// copies (see [Config.Payload]). *payload.Store implements it.
+type PayloadStore interface {
+	// Get returns the content of the object p names (in p's bucket). An error for which
+	// payload.IsPermanent is true (no such object or bucket) dead-letters the message at once.
+	Get(ctx context.Context, p payload.Pointer) ([]byte, error)
+	// Put writes body under key in the store's bucket (a re-sent copy of a job kept in S3).
+	Put(ctx context.Context, key string, body []byte) (payload.Pointer, error)
+	// Delete deletes the object p names.
+	Delete(ctx context.Context, p payload.Pointer) error
+	// Key returns the key of a job's payload, derived from its id.
+	Key(jobID string) string
+}
+
+var _ PayloadStore = (*payload.Store)(nil)
 
 // Config configures a [Handler]. Registry and SQS are required; every other field has a default.
 type Config struct {
@@ -57,6 +74,22 @@ type Config struct {
 	// a non-sqsworker producer's). Returning nil acknowledges the message; an error dead-letters it
 	// with the reason "malformed". Defaults to nil: malformed bodies go to the DLQ.
 	MalformedHook func(ctx context.Context, msg events.SQSMessage) error
+
+	// Payload, when set, reads the jobs whose message body is an S3 pointer in the format of the
+	// Amazon SQS Extended Client Library (see pkg/payload and docs/envelope.md): the object is
+	// fetched before the envelope is decoded (the batch's pointers in parallel, within the
+	// deadline), and the rest of the worker sees the envelope as if it had come inline. The
+	// object is deleted once the job has succeeded (see KeepPayload); a dead-lettered job's DLQ
+	// copy keeps the pointer, and its object is kept, so that a redrive still finds it. An object
+	// that does not exist dead-letters the message with the reason "payload_missing" at once; other
+	// S3 errors are retried with the default backoff and dead-letter it as "payload_missing" after
+	// jobs.DefaultMaxAttempts receives. Defaults to nil: a pointer body is not an envelope (it goes
+	// to MalformedHook, or to the DLQ as "malformed").
+	Payload PayloadStore
+	// KeepPayload leaves a succeeded job's object in S3 (for a bucket whose lifecycle rule expires
+	// objects, or when several consumers read the same object). Defaults to false: the worker
+	// deletes it.
+	KeepPayload bool
 
 	// OnBatch, when set, is called after each batch is settled with every message's outcome (in
 	// the batch's order). Metrics and tests use it. Defaults to nil.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // action is what settling does with a message.
@@ -57,6 +58,25 @@ type Outcome struct {
 	Failed bool
 	// QueueLatency is the time from SentTimestamp to the start of the batch.
 	QueueLatency time.Duration
+	// Payload describes the S3 object of a message whose body was a pointer (Config.Payload);
+	// nil for an inline body.
+	Payload *PayloadOutcome
+}
+
+// PayloadOutcome is what the worker did with the S3 object of a pointer message.
+type PayloadOutcome struct {
+	// Pointer names the object.
+	Pointer payload.Pointer
+	// Bytes is the size read; Fetch how long GetObject took.
+	Bytes int
+	Fetch time.Duration
+	// Err is why the object could not be read (the message was then retried or dead-lettered
+	// as payload_missing), or nil.
+	Err error
+	// Deleted reports that the object was deleted after the job was settled; DeleteErr why
+	// deleting it failed.
+	Deleted   bool
+	DeleteErr error
 }
 
 // result is the decision for one message.

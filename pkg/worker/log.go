@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // log writes the one line of a message's outcome. Successes log at Info, retries at Warn, dead
@@ -56,6 +57,9 @@ func (b *batch) log(ctx context.Context, it *item, r *result) {
 	if r.sendErr != nil {
 		attrs = append(attrs, slog.String("send_error", r.sendErr.Error()))
 	}
+	if it.pl != nil {
+		attrs = append(attrs, slog.String("payload", it.pl.ptr.String()))
+	}
 	if info.TraceParent != "" {
 		attrs = append(attrs, slog.String("traceparent", info.TraceParent))
 	}
@@ -83,10 +87,20 @@ func (b *batch) runMalformedHook(ctx context.Context, it *item) error {
 	if err != nil {
 		return err
 	}
+	if it.pl != nil && len(attrs) > 0 {
+		// As the extended client's consumers see it: the payload, without the size attribute.
+		own := make(map[string]events.SQSMessageAttribute, len(attrs))
+		for name, v := range attrs {
+			if !payload.IsSizeAttribute(name) {
+				own[name] = v
+			}
+		}
+		attrs = own
+	}
 	msg := events.SQSMessage{
 		MessageId:         rec.MessageID,
 		ReceiptHandle:     rec.ReceiptHandle,
-		Body:              rec.Body,
+		Body:              it.body(), // a pointer's payload, as the extended client's consumers see it
 		Md5OfBody:         rec.MD5OfBody,
 		MessageAttributes: attrs,
 		EventSource:       "aws:sqs",

@@ -75,6 +75,9 @@ func (b *batch) settle(ctx context.Context) []string {
 		b.changeVisibility(sctx, visible)
 	}
 	wg.Wait()
+	if b.h.cfg.Payload != nil {
+		b.deletePayloads(sctx)
+	}
 	b.recordDeadLetters(sctx)
 
 	var failed []string
@@ -149,6 +152,9 @@ func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 	}
 	if !it.info.SentAt.IsZero() {
 		o.QueueLatency = b.invoked.Sub(it.info.SentAt)
+	}
+	if pl := it.pl; pl != nil {
+		o.Payload = &PayloadOutcome{Pointer: pl.ptr, Bytes: pl.bytes, Fetch: pl.fetch, Err: pl.err, Deleted: pl.deleted, DeleteErr: pl.deleteErr}
 	}
 	return o
 }
@@ -248,14 +254,20 @@ func (b *batch) entry(it *item, r *result, toDLQ bool) (sqstypes.SendMessageBatc
 	if err != nil {
 		return sqstypes.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("decode message attributes: %w", err)
 	}
-	body := rec.Body
+	body := rec.Body // a dead letter keeps the original body: an S3 pointer stays a pointer
 	if !toDLQ {
-		env, err := jobs.ParseEnvelope(rec.Body) // parsed before; re-sends are rare, so not kept
+		env, err := jobs.ParseEnvelope(it.body()) // parsed before; re-sends are rare, so not kept
 		if err != nil {
 			return sqstypes.SendMessageBatchRequestEntry{}, 0, err
 		}
 		env.AttemptsBefore, env.RunAt = r.attempts, r.runAt
-		body = string(env.AppendJSON(make([]byte, 0, len(rec.Body)+64)))
+		copyBody := env.AppendJSON(make([]byte, 0, len(it.body())+64))
+		body = string(copyBody)
+		if it.pl != nil {
+			if body, err = b.offloadResend(b.sendCtx, it, copyBody, attrs); err != nil {
+				return sqstypes.SendMessageBatchRequestEntry{}, 0, err
+			}
+		}
 	}
 	size := len(body) + attributesSize(attrs)
 	if toDLQ {
