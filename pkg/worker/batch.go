@@ -47,7 +47,7 @@ type item struct {
 	obsOnce  sync.Once    // starts the Observer once: in work, or at settlement if it never ran
 	depth    atomic.Int32 // how far into the middleware the job went: i + 1 once middleware i called next
 	res      result
-	late     *result // set by the batch at the deadline (rare, so not inline)
+	late     *result       // set by the batch at the deadline (rare, so not inline)
 	pl       *payloadState // the S3 object the body points to; nil for an inline body
 }
 
