@@ -64,6 +64,10 @@ func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 			p.schedule(ctx, &j, &results[i])
 			continue
 		}
+		if err := p.offload(ctx, &j); err != nil {
+			results[i].Err = fmt.Errorf("producer: job %d (%s, id %s): %w", i, j.label(), j.id, err)
+			continue
+		}
 		if prepared != nil {
 			prepared[i] = j
 		}

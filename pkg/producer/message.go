@@ -32,7 +32,8 @@ type Message struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
 	Key  string `json:"key"`
-	// Body is the envelope v1 JSON.
+	// Body is the envelope v1 JSON, always inline: with Config.Payload, Send writes a large one
+	// to S3 and sends a pointer instead (Prepare calls no AWS service).
 	Body string `json:"body"`
 	// Attributes are the job's own SQS message attributes (WithAttributes), or nil.
 	Attributes map[string]types.MessageAttributeValue `json:"attributes,omitempty"`
@@ -51,7 +52,9 @@ type Message struct {
 }
 
 // Size returns the message's size as SQS counts it: body plus attributes' names, types and
-// values.
+// values. A message larger than MaxMessageSize is sent through S3 by a producer with
+// Config.Payload (as a pointer of about 150 bytes plus the size attribute, which is what Send
+// counts against SQS's limits).
 func (m *Message) Size() int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
@@ -213,6 +216,13 @@ func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 			}
 			continue
 		}
+		if err := p.offload(ctx, &j); err != nil {
+			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", i, j.label(), j.id, err)
+			if p.fifo {
+				blocked[j.group] = true
+			}
+			continue
+		}
 		if prepared != nil {
 			prepared[i] = j
 		}
@@ -258,8 +268,8 @@ func (p *Producer) messageJob(m *Message, now time.Time) (job, error) {
 		return j, err
 	}
 	j.size = len(m.Body) + attrSize
-	if j.size > MaxMessageSize {
-		return j, tooLarge("message is %d bytes (body %d + attributes %d), above the limit of %d bytes (SQS's 1 MiB minus 8 KiB kept for the worker)", j.size, len(m.Body), attrSize, MaxMessageSize)
+	if j.size > p.maxSize {
+		return j, tooLarge("message is %d bytes (body %d + attributes %d), above the limit of %d bytes%s", j.size, len(m.Body), attrSize, p.maxSize, p.limitNote())
 	}
 	switch {
 	case m.GroupID != "":

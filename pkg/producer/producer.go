@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // SQSAPI is the part of the SQS client the producer uses. *sqs.Client implements it.
@@ -69,7 +71,33 @@ type Config struct {
 	// Observer, when set, sees every call (pkg/tracing: a producer span per call). Defaults to
 	// nil.
 	Observer Observer
+
+	// Payload, when set, sends jobs larger than SQS allows through S3 (*payload.Store implements
+	// it): the whole envelope is written to the store's bucket under a key derived from the job id
+	// (a retried send overwrites the same object), and the SQS message carries a pointer to it in
+	// the Amazon SQS Extended Client's format, with the ExtendedPayloadSize attribute (see
+	// pkg/payload and docs/envelope.md). Jobs may then be as large as the store's MaxSize. The
+	// write happens when the job is sent (Enqueue, EnqueueBatch, Send), never in Prepare, so that a
+	// transactional outbox does not call S3 inside its transaction. Defaults to nil: a job whose
+	// message would exceed MaxMessageSize is rejected with ErrTooLarge.
+	Payload PayloadWriter
+	// PayloadAlways sends every job through S3 (Payload must be set), whatever its size, except
+	// jobs delayed through the scheduler, whose target cannot carry the size attribute. Defaults
+	// to false: only jobs whose message would exceed MaxMessageSize.
+	PayloadAlways bool
 }
+
+// PayloadWriter keeps the envelopes of jobs sent through S3. *payload.Store implements it.
+type PayloadWriter interface {
+	// Put writes body under key and returns the object's pointer.
+	Put(ctx context.Context, key string, body []byte) (payload.Pointer, error)
+	// Key returns the key of a job's payload, derived from its id.
+	Key(jobID string) string
+	// MaxSize is the largest payload Put writes, in bytes.
+	MaxSize() int64
+}
+
+var _ PayloadWriter = (*payload.Store)(nil)
 
 // StatusRecorder records enqueued jobs as queued, and scheduled jobs as scheduled.
 // *status.Table implements it.
@@ -110,6 +138,9 @@ type Producer struct {
 	status     StatusRecorder
 	scheduler  JobScheduler
 	observer   Observer
+	payload    PayloadWriter
+	always     bool
+	maxSize    int // the largest envelope + attributes a job may have
 }
 
 // New checks cfg and returns a Producer.
@@ -138,6 +169,15 @@ func New(cfg Config) (*Producer, error) {
 		status:     cfg.Status,
 		scheduler:  cfg.Scheduler,
 		observer:   cfg.Observer,
+		payload:    cfg.Payload,
+		always:     cfg.PayloadAlways,
+		maxSize:    MaxMessageSize,
+	}
+	if cfg.PayloadAlways && cfg.Payload == nil {
+		return nil, errors.New("producer: Config.PayloadAlways is set but Config.Payload is nil: pass a *payload.Store")
+	}
+	if cfg.Payload != nil {
+		p.maxSize = int(min(cfg.Payload.MaxSize(), int64(math.MaxInt)))
 	}
 	switch {
 	case p.maxRetries == 0:
@@ -261,6 +301,10 @@ func (p *Producer) enqueue(ctx context.Context, args jobs.Args, opts []Option) (
 		p.schedule(ctx, &j, &res)
 		return res, res.Err
 	}
+	if err := p.offload(ctx, &j); err != nil {
+		res.Err = fmt.Errorf("producer: enqueue %s (id %s): %w", j.label(), j.id, err)
+		return res, res.Err
+	}
 	in := &sqs.SendMessageInput{
 		QueueUrl:          &p.queueURL,
 		MessageBody:       &j.body,
@@ -333,6 +377,11 @@ func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
 
 // schedule hands a delayed job to the scheduler.
 func (p *Producer) schedule(ctx context.Context, j *job, res *Result) {
+	if j.size > MaxMessageSize {
+		res.Err = fmt.Errorf("producer: schedule %s (id %s): %w", j.label(), j.id, tooLarge(
+			"the job is %d bytes, above the %d an SQS message carries: a job sent through S3 cannot be delayed beyond what SQS DelaySeconds allows (15 minutes on a standard queue), because an EventBridge Scheduler target cannot set the pointer's size attribute", j.size, MaxMessageSize))
+		return
+	}
 	env, err := jobs.ParseEnvelope(j.body)
 	if err != nil {
 		res.Err = fmt.Errorf("producer: schedule %s: %w", j.label(), err)
@@ -357,7 +406,7 @@ func (p *Producer) schedule(ctx context.Context, j *job, res *Result) {
 
 // recordQueued writes the job's "queued" record.
 func (p *Producer) recordQueued(ctx context.Context, j *job) error {
-	env, err := jobs.ParseEnvelope(j.body)
+	env, err := jobs.ParseEnvelope(j.envelope())
 	if err != nil {
 		return fmt.Errorf("producer: record %s as queued: %w", j.id, err)
 	}
@@ -382,6 +431,17 @@ type job struct {
 	group, dedup  string
 	attrs         map[string]types.MessageAttributeValue
 	awsTrace      string // the AWSTraceHeader system attribute, or ""
+	// env is the envelope once offload has moved it to S3 (body is then the pointer); "" while
+	// body is the envelope.
+	env string
+}
+
+// envelope returns the job's envelope JSON.
+func (j *job) envelope() string {
+	if j.env != "" {
+		return j.env
+	}
+	return j.body
 }
 
 // label names the job in errors: its kind, or "job" when it has none.
@@ -547,8 +607,8 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tc *traceC
 	if raw[0] != '{' {
 		return j, invalid("args %T encode to a JSON %s; args must encode to a JSON object (a struct or a map)", args, jsonType(raw[0]))
 	}
-	if len(raw)+attrSize > MaxMessageSize {
-		return j, tooLarge("args are %d bytes and attributes %d: the message would exceed %d bytes (SQS's 1 MiB minus 8 KiB kept for the worker)", len(raw), attrSize, MaxMessageSize)
+	if len(raw)+attrSize > p.maxSize {
+		return j, tooLarge("args are %d bytes and attributes %d: the message would exceed %d bytes%s", len(raw), attrSize, p.maxSize, p.limitNote())
 	}
 
 	meta := o.meta
@@ -583,8 +643,8 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tc *traceC
 	}
 	s.body = env.AppendJSON(s.body[:0])
 	j.size = len(s.body) + attrSize
-	if j.size > MaxMessageSize {
-		return j, tooLarge("message is %d bytes (body %d + attributes %d), above the limit of %d bytes (SQS's 1 MiB minus 8 KiB kept for the worker)", j.size, len(s.body), attrSize, MaxMessageSize)
+	if j.size > p.maxSize {
+		return j, tooLarge("message is %d bytes (body %d + attributes %d), above the limit of %d bytes%s", j.size, len(s.body), attrSize, p.maxSize, p.limitNote())
 	}
 	j.body = string(s.body)
 	j.attrs = o.attrs
@@ -618,4 +678,38 @@ func keepConnection(o *sqs.Options) {
 	if o.HTTPClient != nil {
 		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
 	}
+}
+
+// limitNote explains the size limit: SQS's, or the payload store's when large jobs go through
+// S3.
+func (p *Producer) limitNote() string {
+	if p.payload == nil {
+		return " (SQS's 1 MiB minus 8 KiB kept for the worker; set producer.Config.Payload to send larger jobs through S3)"
+	}
+	return " (the largest job sent through S3: payload.Config.MaxSize)"
+}
+
+// offload sends a job through S3 when it is larger than an SQS message may be (or always, with
+// Config.PayloadAlways): it writes the envelope under the job's key and makes the message the
+// pointer, with the size attribute. j.size becomes the pointer message's size, which is what
+// counts against SQS's limits.
+func (p *Producer) offload(ctx context.Context, j *job) error {
+	if p.payload == nil || (!p.always && j.size <= MaxMessageSize) {
+		return nil
+	}
+	env := j.body
+	ptr, err := p.payload.Put(ctx, p.payload.Key(j.id), []byte(env))
+	if err != nil {
+		return fmt.Errorf("store the job's %d bytes in S3: %w", len(env), err)
+	}
+	attrs := make(map[string]types.MessageAttributeValue, len(j.attrs)+1)
+	for name, v := range j.attrs {
+		attrs[name] = v
+	}
+	size := payload.SizeValue(len(env))
+	attrs[payload.SizeAttribute] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(size)}
+	ownAttrs := j.size - len(env)
+	j.env, j.body, j.attrs = env, ptr.Body(), attrs
+	j.size = len(j.body) + ownAttrs + len(payload.SizeAttribute) + len("Number") + len(size)
+	return nil
 }

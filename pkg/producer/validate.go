@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // Limits the producer enforces before sending.
@@ -153,6 +155,8 @@ func checkAttributeName(name string) error {
 		return invalid("message attribute name %q: the prefixes \"AWS.\" and \"Amazon.\" are reserved by AWS", name)
 	case hasPrefixFold(name, ReservedAttributePrefix):
 		return invalid("message attribute name %q: the prefix %q is reserved for the sqsworker worker", name, ReservedAttributePrefix)
+	case payload.IsSizeAttribute(name):
+		return invalid("message attribute name %q is reserved: it marks a message whose payload is in S3 (the Amazon SQS Extended Client's format)", name)
 	case name[0] == '.' || name[len(name)-1] == '.':
 		return invalid("message attribute name %q must not start or end with a period", name)
 	case strings.Contains(name, ".."):

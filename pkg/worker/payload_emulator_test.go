@@ -5,7 +5,10 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
 // emuPayload is an emulator stack with a payload bucket.
@@ -275,5 +279,67 @@ func TestEmulatorPointerWithoutPayloadConfig(t *testing.T) {
 	_ = json.Unmarshal([]byte(aws.ToString(dead[0].MessageAttributes[FailureAttribute].StringValue)), &f)
 	if f.Reason != jobs.ReasonMalformed || !strings.Contains(f.Error, "no Config.Payload") {
 		t.Errorf("failure %+v, want malformed explaining Config.Payload", f)
+	}
+}
+
+// bigArgs is a job whose args are large.
+type bigArgs struct {
+	Data string `json:"data"`
+}
+
+func (bigArgs) Kind() string { return "big.job" }
+
+// TestEmulatorPayloadFromProducer enqueues a 5 MiB job and a 1 KB one in one EnqueueBatch with
+// the producer: the large one goes through S3, both run with their args intact, and the object is
+// gone once the job succeeded.
+func TestEmulatorPayloadFromProducer(t *testing.T) {
+	t.Parallel()
+	e := newEmuPayload(t, awslocal.StackOptions{})
+	ctx := context.Background()
+	p, err := producer.New(producer.Config{SQS: e.client, QueueURL: e.stack.QueueURL, Payload: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := bigArgs{Data: strings.Repeat("0123456789abcdef", 5<<20/16)}
+	small := bigArgs{Data: strings.Repeat("s", 1<<10)}
+	results, err := p.EnqueueBatch(ctx, []producer.Request{{Args: large}, {Args: small}})
+	if err != nil || producer.JoinErrors(results) != nil {
+		t.Fatalf("EnqueueBatch: %v %v", err, producer.JoinErrors(results))
+	}
+	key := e.store.Key(results[0].ID)
+	if !e.exists(t, key) {
+		t.Fatalf("no object %s after the enqueue", key)
+	}
+	if e.exists(t, e.store.Key(results[1].ID)) {
+		t.Fatal("the 1 KB job was written to S3")
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, jobs.WorkFunc[bigArgs](func(_ context.Context, j *jobs.Job[bigArgs]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if j.Args.Data != large.Data && j.Args.Data != small.Data {
+			return errors.New("args changed on the way")
+		}
+		got[j.ID] = len(j.Args.Data)
+		return nil
+	}))
+	h, err := New(Config{Registry: reg, SQS: e.client, Payload: e.store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.receive(e.stack.QueueURL, 2, 10*time.Second)
+	if len(msgs) != 2 {
+		t.Fatalf("received %d, want 2", len(msgs))
+	}
+	if failed := e.deliver(ctx, h, msgs); len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	if got[results[0].ID] != len(large.Data) || got[results[1].ID] != len(small.Data) {
+		t.Fatalf("ran %v, want both jobs with their args", got)
+	}
+	if e.exists(t, key) {
+		t.Error("the object is still there after the job succeeded")
 	}
 }
