@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -40,6 +42,15 @@ type Resetter interface {
 	// retrying. No record is not an error.
 	ResetForRedrive(ctx context.Context, kind, key string, keepRuns bool) error
 }
+
+// PayloadStore reads and deletes the S3 objects of dead letters whose body is a pointer (jobs
+// larger than SQS allows, pkg/payload). *payload.Store implements it.
+type PayloadStore interface {
+	Get(ctx context.Context, p payload.Pointer) ([]byte, error)
+	Delete(ctx context.Context, p payload.Pointer) error
+}
+
+var _ PayloadStore = (*payload.Store)(nil)
 
 // Errors this package returns (wrapped, with what they concern).
 var (
@@ -70,6 +81,11 @@ type Config struct {
 	// Status, when set, resets the job's status record (run count, state) as its dead letter is
 	// redriven; *status.Table implements it. Optional.
 	Status Resetter
+	// Payload, when set, reads the envelopes of dead letters whose body is an S3 pointer (Show
+	// finds such a job by its id, a redrive resets its status record) and deletes their objects
+	// (PurgePayloads). Optional: without it a pointer dead letter is shown as its pointer, and
+	// redriven as it is.
+	Payload PayloadStore
 	// RatePerSecond bounds the messages a redrive moves per second (StartMessageMoveTask's
 	// MaxNumberOfMessagesPerSecond, at most 500, and the fallback mover's pace). Defaults to 100.
 	RatePerSecond int
@@ -183,15 +199,58 @@ type Message struct {
 	SentAt time.Time
 	// ReceiveCount is SQS's ApproximateReceiveCount of the dead letter; peeks count.
 	ReceiveCount int
+	// Payload is set when the body is an S3 pointer (the job's envelope is an object in S3):
+	// where it is and its size. Nil for an inline body.
+	Payload *Payload
+}
+
+// Payload is the S3 object of a dead letter whose body is a pointer.
+type Payload struct {
+	// Bucket and Key locate the object.
+	Bucket, Key string
+	// Size is the payload's size in bytes, from the message's size attribute; -1 when the
+	// message has none.
+	Size int64
+	// Err is why the object could not be read, when Config.Payload was asked to (Show, a
+	// redrive): the job's id and kind then come from the failure attribute alone.
+	Err error
 }
 
 // dead is a received dead letter: what it shows, its envelope when the body is one, and the
 // SQS message.
 type dead struct {
 	Message
-	env    *jobs.Envelope // nil when the body is not an envelope
+	env    *jobs.Envelope // nil when the body is not an envelope (nor resolved from S3)
 	envErr error          // why it is not
 	raw    sqstypes.Message
+	ptr    payload.Pointer // the body's pointer, when Payload is set
+}
+
+// resolve reads the envelope of a pointer dead letter from S3 (Config.Payload), filling in the
+// job's id, kind and attempts the failure attribute did not give. Without a store, or when the
+// object cannot be read (recorded in Payload.Err), the dead letter stays as decode left it.
+func (d *DLQ) resolve(ctx context.Context, m *dead) {
+	if m.env != nil || m.Payload == nil || d.cfg.Payload == nil || m.Payload.Err != nil {
+		return
+	}
+	data, err := d.cfg.Payload.Get(ctx, m.ptr)
+	if err == nil {
+		var env jobs.Envelope
+		if env, err = jobs.ParseEnvelope(string(data)); err == nil {
+			m.env = &env
+			if m.JobID == "" {
+				m.JobID = env.ID
+			}
+			if m.Kind == "" {
+				m.Kind = env.Kind
+			}
+			if m.Failure == nil {
+				m.Attempts = env.AttemptsBefore
+			}
+			return
+		}
+	}
+	m.Payload.Err = err
 }
 
 // decode reads a received message.
@@ -218,6 +277,19 @@ func decode(m sqstypes.Message) dead {
 		d.Kind, d.JobID, d.Attempts = env.Kind, env.ID, env.AttemptsBefore
 	} else {
 		d.envErr = err
+		if payload.MaybePointer(d.Body) {
+			if p, perr := payload.ParsePointer(d.Body); perr == nil {
+				d.Payload = &Payload{Bucket: p.Bucket, Key: p.Key, Size: -1}
+				size, _, ok := payload.SizeFrom(func(name string) (string, bool) {
+					v, found := m.MessageAttributes[name]
+					return aws.ToString(v.StringValue), found
+				})
+				if ok {
+					d.Payload.Size = size
+				}
+				d.ptr = p
+			}
+		}
 	}
 	if f := d.Failure; f != nil {
 		d.Reason, d.Attempts = f.Reason, f.Attempts
@@ -438,6 +510,9 @@ func (d *DLQ) Show(ctx context.Context, jobID string) (Message, error) {
 	}
 	var found *Message
 	err := d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
+		if m.JobID == "" || m.JobID == jobID {
+			d.resolve(ctx, &m) // a pointer without a failure attribute: the id is in S3
+		}
 		if m.JobID == jobID {
 			found = &m.Message
 			return false, true, nil
@@ -470,6 +545,62 @@ func (d *DLQ) Purge(ctx context.Context, confirm string) error {
 		return fmt.Errorf("dlq: purge %s: %w", name, err)
 	}
 	return nil
+}
+
+// PurgePayloads is Purge for a DLQ whose dead letters may keep their jobs in S3: it first scans
+// the DLQ for the pointers of its dead letters (each message made visible again at once), then
+// purges the queue, then deletes the objects those pointers name (Config.Payload, which is
+// required). It returns how many objects it deleted. A dead letter that arrives between the scan
+// and the purge is purged with its object left in S3, for the bucket's lifecycle rule to expire.
+// A failed delete is in the returned error; the purge has happened all the same.
+func (d *DLQ) PurgePayloads(ctx context.Context, confirm string) (int, error) {
+	if d.cfg.Payload == nil {
+		return 0, fmt.Errorf("%w: PurgePayloads needs Config.Payload", ErrInvalid)
+	}
+	name := QueueName(d.cfg.DLQURL)
+	if confirm != name {
+		return 0, fmt.Errorf("%w: to purge, confirm with the DLQ's queue name %q (got %q)", ErrConfirm, name, confirm)
+	}
+	var ptrs []payload.Pointer
+	seen := map[payload.Pointer]bool{}
+	if err := d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
+		if m.Payload != nil && !seen[m.ptr] {
+			seen[m.ptr] = true
+			ptrs = append(ptrs, m.ptr)
+		}
+		return false, false, nil
+	}); err != nil {
+		return 0, fmt.Errorf("dlq: purge %s: find the dead letters' objects (nothing was purged): %w", name, err)
+	}
+	if err := d.Purge(ctx, confirm); err != nil {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var errs []error
+	deleted := 0
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, p := range ptrs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := d.cfg.Payload.Delete(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			deleted++
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return deleted, fmt.Errorf("dlq: purged %s, but %d of %d objects were not deleted (the bucket's lifecycle rule expires them): %w",
+			name, len(errs), len(ptrs), errors.Join(errs...))
+	}
+	return deleted, nil
 }
 
 // QueueName returns the queue name of a queue URL: its last path segment.

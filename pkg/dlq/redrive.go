@@ -153,6 +153,7 @@ func (d *DLQ) resetAll(ctx context.Context, start time.Time, keepRuns bool) erro
 			return false, late >= idleReceives*maxBatch, nil
 		}
 		late = 0
+		d.resolve(ctx, &m) // a job kept in S3: its key is in the object
 		if m.env == nil {
 			return false, false, nil
 		}
@@ -480,6 +481,9 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 	}
 	if opt.resetStatus && d.cfg.Status != nil {
 		done := map[string]bool{}
+		for i := range msgs {
+			d.resolve(ctx, &msgs[i]) // a job kept in S3: its key is in the object
+		}
 		for _, m := range msgs {
 			if m.env == nil || done[m.env.Kind+"#"+m.env.EffectiveKey()] {
 				continue
@@ -543,7 +547,9 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 // entry builds the job queue's copy of a dead letter and its size in SQS's accounting.
 func (d *DLQ) entry(m dead, opt moveOptions) (sqstypes.SendMessageBatchRequestEntry, int) {
 	body := m.Body
-	if m.env != nil && !opt.keepAttempts && m.env.AttemptsBefore != 0 {
+	// A job kept in S3 is redriven as its pointer (its object is not rewritten: attempts_before
+	// stays as it is there).
+	if m.env != nil && m.Payload == nil && !opt.keepAttempts && m.env.AttemptsBefore != 0 {
 		env := *m.env
 		env.AttemptsBefore = 0
 		body = string(env.AppendJSON(make([]byte, 0, len(body))))

@@ -1,0 +1,138 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
+	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+func payloadStore(t *testing.T, stack string) *payload.Store {
+	t.Helper()
+	b := awslocaltest.Backend(t)
+	bucket, err := awslocal.ProvisionBucket(context.Background(), b.S3(), stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := payload.New(payload.Config{S3: b.S3(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestPayloadDeadLetterShowRedrivePurge follows a job larger than SQS allows: the producer sends
+// it through S3, the worker dead-letters it after its attempts (keeping the object), Show says
+// where its payload is, a redrive runs it again with its payload (which is then deleted), and
+// PurgePayloads deletes the objects of the dead letters it purges.
+func TestPayloadDeadLetterShowRedrivePurge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEmu(t, false, true)
+	st := payloadStore(t, e.stack.Name)
+	p, err := producer.New(producer.Config{SQS: e.client, QueueURL: e.stack.QueueURL, Payload: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type bigArgs = testArgs
+	res, err := p.EnqueueRaw(ctx, testKind, []byte(`{"n":7,"pad":"`+strings.Repeat("x", 2<<20)+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail atomic.Bool
+	fail.Store(true)
+	var ranWith atomic.Int64
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, jobs.WorkFunc[bigArgs](func(_ context.Context, j *jobs.Job[bigArgs]) error {
+		ranWith.Store(int64(len(j.RawArgs)))
+		if fail.Load() {
+			return errors.New("not yet")
+		}
+		return nil
+	}), jobs.WithMaxAttempts(2), jobs.WithPolicy(jobs.PolicyFunc(func(int) time.Duration { return 0 })))
+	h, err := worker.New(worker.Config{Registry: reg, SQS: e.client, QueueURL: e.stack.QueueURL, DLQURL: e.stack.DLQURL,
+		Payload: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := payload.Pointer{Bucket: st.Bucket(), Key: st.Key(res.ID)}
+	for attempt := 1; attempt <= 2; attempt++ {
+		msgs := e.receive(e.stack.QueueURL, 1, 10*time.Second)
+		if len(msgs) != 1 {
+			t.Fatalf("attempt %d: received %d", attempt, len(msgs))
+		}
+		e.deliver(h, msgs)
+	}
+	if _, err := st.Get(ctx, key); err != nil {
+		t.Fatalf("the dead letter's object: %v", err)
+	}
+
+	d := e.dlq(func(c *dlq.Config) { c.Payload = st })
+	m, err := d.Show(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Payload == nil || m.Payload.Bucket != st.Bucket() || m.Payload.Key != st.Key(res.ID) || m.Payload.Size < 2<<20 || m.Reason != jobs.ReasonExhausted {
+		t.Fatalf("Show = %+v (payload %+v)", m, m.Payload)
+	}
+
+	fail.Store(false)
+	ranWith.Store(0)
+	if err := d.RedriveJob(ctx, res.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.receive(e.stack.QueueURL, 1, 10*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("after the redrive the queue has %d messages", len(msgs))
+	}
+	if failed := e.deliver(h, msgs); len(failed) != 0 {
+		t.Fatalf("the redriven job failed: %v", failed)
+	}
+	if ranWith.Load() < 2<<20 {
+		t.Fatalf("the redriven job ran with %d bytes of args, want its payload", ranWith.Load())
+	}
+	if _, err := st.Get(ctx, key); !errors.Is(err, payload.ErrNotFound) {
+		t.Fatalf("after success the object: %v, want it deleted", err)
+	}
+
+	// A pointer SQS moved itself (no failure attribute): Show finds its job through S3.
+	moved := bigEnvelopeObject(t, st, "moved-1")
+	e.send(e.stack.DLQURL, moved.Body(), map[string]sqstypes.MessageAttributeValue{
+		payload.LegacySizeAttribute: {DataType: aws.String("Number"), StringValue: aws.String("20")},
+	})
+	if m, err := d.Show(ctx, "moved-1"); err != nil || m.Reason != dlq.ReasonMaxReceiveCount || m.Kind != testKind || m.Payload.Size != 20 {
+		t.Fatalf("Show of a moved pointer = %+v, %v", m, err)
+	}
+	n, err := d.PurgePayloads(ctx, dlq.QueueName(e.stack.DLQURL))
+	if err != nil || n != 1 {
+		t.Fatalf("PurgePayloads = %d, %v; want 1 object deleted", n, err)
+	}
+	if _, err := st.Get(ctx, moved); !errors.Is(err, payload.ErrNotFound) {
+		t.Fatalf("purged dead letter's object: %v, want it deleted", err)
+	}
+}
+
+// bigEnvelopeObject writes a test job's envelope to S3 and returns its pointer.
+func bigEnvelopeObject(t *testing.T, st *payload.Store, id string) payload.Pointer {
+	t.Helper()
+	env := jobs.Envelope{V: 1, ID: id, Kind: testKind, Args: []byte(`{"n":1}`)}
+	p, err := st.Put(context.Background(), st.Key(id), []byte(body(env)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
