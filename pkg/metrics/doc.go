@@ -29,6 +29,12 @@
 //	BatchSize             Count         the whole batch's message count (all kinds)
 //	JobDuration           Milliseconds  one value per job that ran
 //	JobQueueLatency       Milliseconds  one value per message: SentTimestamp to the batch's start
+//	PayloadsFetched       Count         jobs read from S3 (the body was a pointer: pkg/payload)
+//	PayloadFetchFailed    Count         pointers whose object could not be read (retried or payload_missing)
+//	PayloadBytes          Bytes         the bytes read from S3
+//
+// The three Payload metrics are written only in the documents of kinds that had pointer messages
+// in the batch (a pointer whose object could not be read counts under Kind "unknown").
 //
 // A dead letter whose DLQ send failed counts in DeadLetterSendFailed and JobsFailed, not in
 // JobsDeadLettered: it has not reached the DLQ, and it is counted there when it does.

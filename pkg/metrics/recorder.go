@@ -26,6 +26,13 @@ const (
 	MetricBatchSize             = "BatchSize"
 	MetricJobDuration           = "JobDuration"
 	MetricJobQueueLatency       = "JobQueueLatency"
+	// MetricPayloadsFetched counts the messages whose job was read from S3 (a pointer body);
+	// MetricPayloadFetchFailed those whose object could not be read (retried, or dead-lettered as
+	// payload_missing); MetricPayloadBytes sums the bytes read. Written only for kinds (and
+	// batches) that had such messages.
+	MetricPayloadsFetched    = "PayloadsFetched"
+	MetricPayloadFetchFailed = "PayloadFetchFailed"
+	MetricPayloadBytes       = "PayloadBytes"
 )
 
 // Dimension names. Every metric has all three.
@@ -100,6 +107,7 @@ func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 type counts struct {
 	succeeded, failed, retried, deadLettered, skipped, deferred, notRun, abandoned, sendFailed int
 	ran, latencies                                                                             int
+	payloads, payloadFailed, payloadBytes                                                      int
 }
 
 // countDefs are the metric definitions of the counts, in the order they are written.
@@ -114,6 +122,12 @@ const countDefs = `{"Name":"` + MetricJobsSucceeded + `","Unit":"Count"},` +
 	`{"Name":"` + MetricDeadLetterSendFailed + `","Unit":"Count"},` +
 	`{"Name":"` + MetricCompletionWriteFailed + `","Unit":"Count"},` +
 	`{"Name":"` + MetricBatchSize + `","Unit":"Count"}`
+
+// payloadDefs are the definitions of the payload metrics, written after the counts when a kind
+// had pointer messages.
+const payloadDefs = `,{"Name":"` + MetricPayloadsFetched + `","Unit":"Count"},` +
+	`{"Name":"` + MetricPayloadFetchFailed + `","Unit":"Count"},` +
+	`{"Name":"` + MetricPayloadBytes + `","Unit":"Bytes"}`
 
 const (
 	durationDef = `{"Name":"` + MetricJobDuration + `","Unit":"Milliseconds"}`
@@ -243,6 +257,14 @@ func (r *Recorder) count(outcomes []worker.Outcome, g int32) counts {
 		if o.QueueLatency != 0 {
 			c.latencies++
 		}
+		if p := o.Payload; p != nil {
+			if p.Err != nil {
+				c.payloadFailed++
+			} else {
+				c.payloads++
+				c.payloadBytes += p.Bytes
+			}
+		}
 	}
 	return c
 }
@@ -258,6 +280,10 @@ func (r *Recorder) appendHead(dst []byte, ts int64) []byte {
 func (r *Recorder) appendFirst(dst []byte, ts int64, outcomes []worker.Outcome, g int32, c *counts) []byte {
 	dst = r.appendHead(dst, ts)
 	dst = append(dst, countDefs...)
+	hasPayloads := c.payloads+c.payloadFailed > 0
+	if hasPayloads {
+		dst = append(dst, payloadDefs...)
+	}
 	if c.ran > 0 {
 		dst = append(dst, ',')
 		dst = append(dst, durationDef...)
@@ -282,6 +308,14 @@ func (r *Recorder) appendFirst(dst []byte, ts int64, outcomes []worker.Outcome, 
 		dst = append(dst, kv.name...)
 		dst = append(dst, `":`...)
 		dst = appendInt(dst, int64(kv.n))
+	}
+	if hasPayloads {
+		dst = append(dst, `,"`+MetricPayloadsFetched+`":`...)
+		dst = appendInt(dst, int64(c.payloads))
+		dst = append(dst, `,"`+MetricPayloadFetchFailed+`":`...)
+		dst = appendInt(dst, int64(c.payloadFailed))
+		dst = append(dst, `,"`+MetricPayloadBytes+`":`...)
+		dst = appendInt(dst, int64(c.payloadBytes))
 	}
 	if c.ran > 0 {
 		dst = append(dst, `,"`+MetricJobDuration+`":`...)

@@ -163,6 +163,34 @@ func TestObserveBatch(t *testing.T) {
 			},
 		},
 		{
+			name: "payload",
+			run: func(r *Recorder) {
+				ms := time.Millisecond
+				r.ObserveBatch(context.Background(), []worker.Outcome{
+					{MessageID: "m1", JobID: "j1", Kind: email, Outcome: worker.OutcomeSucceeded, Ran: true, Duration: ms,
+						Payload: &worker.PayloadOutcome{Bytes: 5 << 20, Fetch: 40 * ms, Deleted: true}},
+					{MessageID: "m2", JobID: "j2", Kind: email, Outcome: worker.OutcomeSucceeded, Ran: true, Duration: ms,
+						Payload: &worker.PayloadOutcome{Bytes: 2 << 20, Fetch: 20 * ms, Deleted: true}},
+					{MessageID: "m3", Outcome: worker.OutcomeDeadLettered, Reason: jobs.ReasonPayloadMissing,
+						Payload: &worker.PayloadOutcome{Err: errors.New("NoSuchKey")}},
+					{MessageID: "m4", JobID: "j4", Kind: report, Outcome: worker.OutcomeSucceeded, Ran: true, Duration: ms},
+				})
+			},
+			want: []want{
+				{kind: email, exact: true, metrics: counts(MetricPayloadsFetched, 2, MetricPayloadFetchFailed, 0, MetricPayloadBytes, 7<<20,
+					MetricJobsSucceeded, 2, MetricJobsFailed, 0, MetricJobsRetried, 0, MetricJobsDeadLettered, 0, MetricJobsSkippedDuplicate, 0,
+					MetricJobsDeferred, 0, MetricJobsNotRun, 0, MetricJobsAbandoned, 0, MetricDeadLetterSendFailed, 0,
+					MetricCompletionWriteFailed, 0, MetricBatchSize, 4),
+					arrays: map[string]int{MetricJobDuration: 2}},
+				{kind: UnknownKind, metrics: counts(MetricPayloadsFetched, 0, MetricPayloadFetchFailed, 1, MetricPayloadBytes, 0,
+					MetricJobsDeadLettered, 1)},
+				{kind: report, exact: true, metrics: counts(MetricJobsSucceeded, 1, MetricJobsFailed, 0, MetricJobsRetried, 0,
+					MetricJobsDeadLettered, 0, MetricJobsSkippedDuplicate, 0, MetricJobsDeferred, 0, MetricJobsNotRun, 0,
+					MetricJobsAbandoned, 0, MetricDeadLetterSendFailed, 0, MetricCompletionWriteFailed, 0, MetricBatchSize, 4),
+					arrays: map[string]int{MetricJobDuration: 1}},
+			},
+		},
+		{
 			name: "empty",
 			run:  func(r *Recorder) { r.ObserveBatch(context.Background(), nil) },
 		},
