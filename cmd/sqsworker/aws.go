@@ -13,10 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 // awsClients are the clients a stack command uses, for one endpoint.
@@ -28,6 +31,7 @@ type awsClients struct {
 	local bool
 	sqs   *sqs.Client
 	ddb   *dynamodb.Client
+	s3    *s3.Client
 	// cfn reads the stack's CloudFormation outputs (the scheduler's role, see schedulerRole); nil
 	// on an endpoint, where it is never needed (emulators) or the URL is not CloudFormation's.
 	cfn stackDescriber
@@ -57,6 +61,7 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 			local: !awslocal.IsAWSEndpoint(endpoint),
 			sqs:   sqs.NewFromConfig(b.Config),
 			ddb:   b.DynamoDB(),
+			s3:    b.S3(),
 		}, nil
 	}
 	cfg, err := awslocal.NewConfig(ctx, "", g.region, 0, false)
@@ -75,8 +80,28 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		where: "AWS (" + cfg.Region + ")",
 		sqs:   sqs.NewFromConfig(cfg),
 		ddb:   dynamodb.NewFromConfig(cfg),
+		s3:    s3.NewFromConfig(cfg),
 		cfn:   cloudformation.NewFromConfig(cfg),
 	}, nil
+}
+
+// payloadStore returns the store of the stack's payload bucket (--payload-bucket, else
+// <stack>-payloads), or nil when that bucket does not exist and was not asked for by name. One
+// HeadBucket call.
+func payloadStore(ctx context.Context, c *awsClients, g *globals, stack string) (*payload.Store, error) {
+	name := g.payloadBucket
+	if name == "" {
+		name = awslocal.BucketName(stack)
+	}
+	if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err != nil {
+		var nf *s3types.NotFound
+		var nb *s3types.NoSuchBucket
+		if (errors.As(err, &nf) || errors.As(err, &nb) || apiErrorCode(err) == "NotFound") && g.payloadBucket == "" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("payload bucket %s on %s: %w", name, c.where, err)
+	}
+	return payload.New(payload.Config{S3: c.s3, Bucket: name})
 }
 
 // needs says which of a stack's resources a command uses.

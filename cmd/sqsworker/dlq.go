@@ -61,6 +61,13 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 		return nil, nil, err
 	}
 	cfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
+	st, err := payloadStore(ctx, c, g, stack)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st != nil {
+		cfg.Payload = st
+	}
 	if refs.Table != "" {
 		t, err := status.New(status.Config{Client: c.ddb, Table: refs.Table})
 		if err != nil {
@@ -104,6 +111,18 @@ type dlqMessageJSON struct {
 	Failure      *worker.Failure   `json:"failure"`
 	Attributes   map[string]string `json:"attributes"`
 	Body         string            `json:"body"`
+	// Payload is set when the job's envelope is an object in S3 (the body is its pointer).
+	Payload *dlqPayloadJSON `json:"payload"`
+}
+
+// dlqPayloadJSON is the S3 object of a dead letter whose body is a pointer.
+type dlqPayloadJSON struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	// Size is the payload's size in bytes, from the size attribute (-1: unknown).
+	Size int64 `json:"size"`
+	// Error is why the object could not be read, when it was ("": read, or not tried).
+	Error string `json:"error,omitempty"`
 }
 
 func toDLQMessageJSON(m dlq.Message) dlqMessageJSON {
@@ -117,6 +136,12 @@ func toDLQMessageJSON(m dlq.Message) dlqMessageJSON {
 	}
 	if out.Attributes == nil {
 		out.Attributes = map[string]string{}
+	}
+	if p := m.Payload; p != nil {
+		out.Payload = &dlqPayloadJSON{Bucket: p.Bucket, Key: p.Key, Size: p.Size}
+		if p.Err != nil {
+			out.Payload.Error = p.Err.Error()
+		}
 	}
 	return out
 }
@@ -247,6 +272,16 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 		errText, source = m.Failure.Error, m.Failure.SourceQueue
 	}
 	fmt.Fprintf(tw, "source queue\t%s\n", orDash(source))
+	if p := m.Payload; p != nil {
+		size := "size unknown"
+		if p.Size >= 0 {
+			size = fmt.Sprintf("%d bytes", p.Size)
+		}
+		fmt.Fprintf(tw, "payload\ts3://%s/%s (%s; the body below is its pointer)\n", p.Bucket, p.Key, size)
+		if p.Err != nil {
+			fmt.Fprintf(tw, "\tnot readable: %s\n", oneLine(p.Err.Error(), 160))
+		}
+	}
 	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(errText, "\t", "    "), "\n"), "\n")
 	fmt.Fprintf(tw, "error\t%s\n", orDash(lines[0]))
 	for _, l := range lines[1:] {
@@ -393,13 +428,17 @@ func redriveInterrupted(refs *stackRefs, res dlq.RedriveResult) error {
 
 func newDLQPurgeCmd(g *globals) *cobra.Command {
 	var confirm string
-	var fifo bool
+	var fifo, deletePayloads bool
 	cmd := &cobra.Command{
 		Use:   "purge --confirm QUEUE_NAME",
 		Short: "Delete every dead letter (asks for the DLQ's name)",
 		Long: `purge deletes every message of <stack>-jobs-dlq, for good. To guard against a slip, it runs
 only when --confirm repeats the dead-letter queue's name. SQS allows one purge per queue
-every 60 seconds, and the deletion may take up to 60 seconds to finish.`,
+every 60 seconds, and the deletion may take up to 60 seconds to finish.
+
+Dead letters whose job was too large for SQS keep it in S3. --delete-payloads deletes those
+objects too: purge first reads the DLQ for their pointers, then purges, then deletes them (a
+dead letter that arrives in between leaves its object to the bucket's lifecycle rule).`,
 		Example: `  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp
   sqsworker dlq purge --confirm myapp-jobs-dlq.fifo --stack myapp`,
 		Args: noArgs,
@@ -420,17 +459,33 @@ every 60 seconds, and the deletion may take up to 60 seconds to finish.`,
 			if confirm != refs.DLQName {
 				return &usageError{fmt.Errorf("--confirm %q is not the dead-letter queue's name %q: nothing was purged", confirm, refs.DLQName)}
 			}
-			if err := d.Purge(ctx, confirm); err != nil {
+			deleted := 0
+			if deletePayloads {
+				if deleted, err = d.PurgePayloads(ctx, confirm); err != nil {
+					if errors.Is(err, dlq.ErrInvalid) {
+						return &usageError{fmt.Errorf("--delete-payloads: the stack has no payload bucket (%s); name it with --payload-bucket", awslocal.BucketName(refs.Name))}
+					}
+					return dlqError(err, refs, "")
+				}
+			} else if err := d.Purge(ctx, confirm); err != nil {
 				return dlqError(err, refs, "")
 			}
 			if g.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"purged": refs.DLQName})
+				doc := map[string]any{"purged": refs.DLQName}
+				if deletePayloads {
+					doc["payloads_deleted"] = deleted
+				}
+				return writeJSON(cmd.OutOrStdout(), doc)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "purged %s\n", refs.DLQName)
+			if deletePayloads {
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s from S3\n", plural(deleted, "payload object"))
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&confirm, "confirm", "", "the dead-letter queue's name, to confirm the purge (required)")
+	cmd.Flags().BoolVar(&deletePayloads, "delete-payloads", false, "also delete the S3 objects of the dead letters whose job is kept there")
 	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	return cmd
 }

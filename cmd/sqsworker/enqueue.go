@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -35,12 +36,16 @@ type enqueueJSON struct {
 	ScheduledAt   jsonTime `json:"scheduled_at,omitzero"`
 	Schedule      string   `json:"schedule,omitempty"`
 	ScheduleGroup string   `json:"schedule_group,omitempty"`
+	// Payload is the S3 object (s3://bucket/key) that holds the job's envelope when the job was
+	// too large for an SQS message.
+	Payload string `json:"payload,omitempty"`
 }
 
 func newEnqueueCmd(g *globals) *cobra.Command {
 	var (
 		key, group  string
 		role        string
+		argsFlag    string
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
@@ -50,8 +55,13 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		Short: "Enqueue one job on a stack's queue",
 		Long: `enqueue sends one job to the stack's queue <stack>-jobs (or <stack>-jobs.fifo), as the Go
 producer does: KIND is the job's kind (^[a-z0-9][a-z0-9._:-]{0,127}$) and ARGS_JSON its
-arguments, a JSON object ("-" reads it from standard input). It prints the job id, its
-idempotency key (the id unless --key is given) and the SQS message id.
+arguments, a JSON object ("-" reads it from standard input, "@FILE" from a file; --args takes
+the same forms instead of the argument). It prints the job id, its idempotency key (the id
+unless --key is given) and the SQS message id.
+
+A job larger than an SQS message may be (1 MiB less 8 KiB) goes through S3 when the stack has
+a payload bucket (--payload-bucket, else <stack>-payloads): its envelope is written there and
+the message carries a pointer to it (docs/envelope.md); enqueue prints the object.
 
 When the stack has its job table, the job is also recorded there as queued, so that
 'sqsworker status' finds it before a worker picks it up.
@@ -75,21 +85,27 @@ the local schedule dispatcher does.`,
   sqsworker enqueue report.build '{"month":"2026-11"}' --stack myapp --group tenant-7 --max-attempts 3
   sqsworker enqueue invoice.render '{"order":42}' --stack myapp --delay 48h \
     --scheduler-role arn:aws:iam::123456789012:role/myapp-scheduler
-  echo '{"to":"a@b.c"}' | sqsworker enqueue email.send - --stack myapp --output json`,
-		Args: exactArgs("KIND", "ARGS_JSON"),
+  echo '{"to":"a@b.c"}' | sqsworker enqueue email.send - --stack myapp --output json
+  sqsworker enqueue report.build --args @month.json --stack myapp`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("args") {
+				return exactArgs("KIND")(cmd, args)
+			}
+			return exactArgs("KIND", "ARGS_JSON")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack, err := g.stackName(cmd)
 			if err != nil {
 				return err
 			}
-			kind, raw := args[0], []byte(args[1])
-			if args[1] == "-" {
-				if raw, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), producer.MaxMessageSize+1)); err != nil {
-					return fmt.Errorf("read ARGS_JSON from standard input: %w", err)
-				}
-				if len(raw) > producer.MaxMessageSize {
-					return &usageError{fmt.Errorf("ARGS_JSON on standard input is larger than %d bytes, the most a job may be (SQS's 1 MiB less what the worker adds)", producer.MaxMessageSize)}
-				}
+			argsText := argsFlag
+			if !cmd.Flags().Changed("args") {
+				argsText = args[1]
+			}
+			kind := args[0]
+			raw, err := readArgsJSON(argsText, cmd.InOrStdin())
+			if err != nil {
+				return err
 			}
 			// The cheap checks first, so that a typo costs no AWS call; the producer checks again.
 			if err := jobs.ValidateKind(kind); err != nil {
@@ -152,6 +168,16 @@ the local schedule dispatcher does.`,
 				return &usageError{fmt.Errorf("%s is a FIFO queue: every job needs --group (its message group id)", refs.QueueName)}
 			}
 			cfg := producer.Config{SQS: c.sqs, QueueURL: refs.QueueURL}
+			if len(raw) > producer.MaxMessageSize-4<<10 || g.payloadBucket != "" {
+				// It may not fit in an SQS message: send it through the stack's bucket.
+				st, err := payloadStore(ctx, c, g, stack)
+				if err != nil {
+					return err
+				}
+				if st != nil {
+					cfg.Payload = st
+				}
+			}
 			if refs.Table != "" {
 				if cfg.Status, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
 					return err
@@ -204,6 +230,9 @@ the local schedule dispatcher does.`,
 			if res.Schedule != "" {
 				doc.ScheduledAt, doc.Schedule, doc.ScheduleGroup = jsonTime(res.RunAt), res.Schedule, scheduleGroup
 			}
+			if res.Payload != nil {
+				doc.Payload = res.Payload.String()
+			}
 			if res.StatusErr != nil {
 				what, state := "enqueued", "queued"
 				if doc.Schedule != "" {
@@ -219,6 +248,7 @@ the local schedule dispatcher does.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
+	f.StringVar(&argsFlag, "args", "", "the job's args instead of ARGS_JSON: a JSON object, @FILE to read it from a file, or - for standard input")
 	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
 	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
@@ -247,6 +277,9 @@ func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 	if doc.SequenceNumber != "" {
 		fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
 	}
+	if doc.Payload != "" {
+		fmt.Fprintf(tw, "payload\t%s (too large for an SQS message: the message points to it)\n", doc.Payload)
+	}
 	if doc.Recorded {
 		state := "queued"
 		if doc.Schedule != "" {
@@ -266,6 +299,45 @@ func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget, rol
 	}
 	cfg.Scheduler = schedulerClient(c)
 	return schedule.NewClient(cfg)
+}
+
+// maxArgsFile is the largest ARGS_JSON read from a file or standard input: the payload store's
+// limit (larger args are refused by the producer anyway).
+const maxArgsFile = payload.DefaultMaxSize
+
+// readArgsJSON returns the args given as ARGS_JSON or --args: the text itself, "-" for standard
+// input, "@FILE" for a file's content.
+func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
+	var (
+		raw  []byte
+		err  error
+		from string
+	)
+	switch {
+	case text == "-":
+		from = "standard input"
+		raw, err = io.ReadAll(io.LimitReader(stdin, maxArgsFile+1))
+	case strings.HasPrefix(text, "@"):
+		from = text[1:]
+		if from == "" {
+			return nil, &usageError{errors.New("ARGS_JSON @FILE: the file name is empty")}
+		}
+		var f *os.File
+		if f, err = os.Open(from); err != nil {
+			return nil, &usageError{fmt.Errorf("ARGS_JSON %s: %v", text, err)}
+		}
+		defer f.Close()
+		raw, err = io.ReadAll(io.LimitReader(f, maxArgsFile+1))
+	default:
+		return []byte(text), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ARGS_JSON from %s: %w", from, err)
+	}
+	if len(raw) > maxArgsFile {
+		return nil, &usageError{fmt.Errorf("ARGS_JSON from %s is larger than %d bytes, the most a job sent through S3 may be", from, maxArgsFile)}
+	}
+	return raw, nil
 }
 
 // checkArgsJSON reports why raw is not a JSON object (producer.CheckArgsJSON, which the

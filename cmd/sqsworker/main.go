@@ -37,6 +37,9 @@ type globals struct {
 	region   string
 	stack    string
 	output   string
+	// payloadBucket is the S3 bucket of jobs larger than SQS allows ("" for <stack>-payloads,
+	// when it exists).
+	payloadBucket string
 }
 
 func main() {
@@ -134,6 +137,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	pf.StringVar(&g.region, "region", "", "AWS region (default: AWS_REGION, else the AWS profile's; us-east-1 on an endpoint)")
 	pf.StringVar(&g.stack, "stack", "", "stack name the resource names derive from")
 	pf.StringVarP(&g.output, "output", "o", outputTable, "output format of read commands: table or json (one JSON document, for scripts)")
+	pf.StringVar(&g.payloadBucket, "payload-bucket", "", "S3 bucket of the jobs larger than SQS allows (default: <stack>-payloads, when it exists; the CDK stack's output PayloadBucketName)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if g.output != outputTable && g.output != outputJSON {
 			return &usageError{fmt.Errorf("--output %q: want table or json", g.output)}

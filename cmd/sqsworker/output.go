@@ -110,6 +110,9 @@ type jobJSON struct {
 	RunAt          jsonTime        `json:"run_at"`
 	ExpiresAt      jsonTime        `json:"expires_at"`
 	Expired        bool            `json:"expired"`
+	// Payload is the S3 object of a job too large for an SQS message, while it exists (status
+	// only).
+	Payload *dlqPayloadJSON `json:"payload,omitempty"`
 }
 
 func toJobJSON(j status.Job) jobJSON {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
@@ -74,11 +78,16 @@ which lags writes by up to about a second.`,
 				return err
 			}
 			ob := outboxStatus(ctx, c, stack, j.JobID)
+			pl, err := jobPayload(ctx, c, g, stack, j.JobID)
+			if err != nil {
+				return err
+			}
 			if g.json() {
 				doc := struct {
 					jobJSON
 					Outbox *outboxJSON `json:"outbox,omitempty"`
 				}{jobJSON: toJobJSON(j)}
+				doc.Payload = pl
 				if ob != nil {
 					o := toOutboxJSON(*ob)
 					doc.Outbox = &o
@@ -89,10 +98,37 @@ which lags writes by up to about a second.`,
 			if ob != nil {
 				rows = append(rows, outboxRow(ob))
 			}
+			if pl != nil {
+				rows = append(rows, fmt.Sprintf("payload\ts3://%s/%s (%d bytes: the job is too large for an SQS message)", pl.Bucket, pl.Key, pl.Size))
+			}
 			return printJob(cmd, j, rows...)
 		},
 	}
 	return cmd
+}
+
+// jobPayload returns the S3 object that holds a job's envelope, when the stack has a payload
+// bucket and the object (under the key the producer derives from the job id) still exists: a job
+// sent through S3 that has not succeeded yet (the worker deletes the object after success). Nil
+// otherwise. One HeadBucket and one HeadObject call.
+func jobPayload(ctx context.Context, c *awsClients, g *globals, stack, jobID string) (*dlqPayloadJSON, error) {
+	if jobID == "" {
+		return nil, nil
+	}
+	st, err := payloadStore(ctx, c, g, stack)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	key := st.Key(jobID)
+	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(st.Bucket()), Key: aws.String(key)})
+	if err != nil {
+		var nf *s3types.NotFound
+		if errors.As(err, &nf) || apiErrorCode(err) == "NotFound" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("look up the job's payload s3://%s/%s: %w", st.Bucket(), key, err)
+	}
+	return &dlqPayloadJSON{Bucket: st.Bucket(), Key: key, Size: aws.ToInt64(out.ContentLength)}, nil
 }
 
 // printJob prints one record as aligned "field value" lines, then rows ("field\tvalue").

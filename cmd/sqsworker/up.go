@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
@@ -12,7 +16,7 @@ import (
 )
 
 func newUpCmd(g *globals) *cobra.Command {
-	var fifo bool
+	var fifo, payloads bool
 	var maxReceive, visibility, port int
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -20,7 +24,8 @@ func newUpCmd(g *globals) *cobra.Command {
 		Long: `up creates the queues <stack>-jobs and <stack>-jobs-dlq (".fifo" with --fifo) with a
 redrive policy, the DynamoDB job table <stack>-jobs (idempotency and status, with its
 indexes and TTL), the EventBridge Scheduler schedule group <stack>-jobs and the transactional
-outbox table <stack>-outbox (with its stream). It is idempotent.
+outbox table <stack>-outbox (with its stream); with --payloads also the S3 bucket
+<stack>-payloads (or --payload-bucket) for jobs larger than SQS allows. It is idempotent.
 
 With --endpoint (or AWS_ENDPOINT_URL) it provisions that emulator or LocalStack and exits.
 Without one it starts the embedded emulator on localhost:--port (4566 by default),
@@ -72,6 +77,19 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			if _, err := dynamooutbox.CreateTable(ctx, b.DynamoDB(), outboxTable); err != nil {
 				return err
 			}
+			bucket := ""
+			if payloads {
+				if g.payloadBucket != "" {
+					_, err = b.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(g.payloadBucket)})
+					var owned *s3types.BucketAlreadyOwnedByYou
+					if err != nil && !errors.As(err, &owned) {
+						return fmt.Errorf("create bucket %s: %w", g.payloadBucket, err)
+					}
+					bucket = g.payloadBucket
+				} else if bucket, err = awslocal.ProvisionBucket(ctx, b.S3(), stack); err != nil {
+					return err
+				}
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
 			fmt.Fprintf(out, "queue     %s\n          %s\n", b.QueueURL(st.QueueURL), st.QueueARN)
@@ -79,6 +97,9 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			fmt.Fprintf(out, "table     %s\n", table)
 			fmt.Fprintf(out, "schedules %s (schedule group)\n", group)
 			fmt.Fprintf(out, "outbox    %s (transactional outbox, with its stream)\n", outboxTable)
+			if bucket != "" {
+				fmt.Fprintf(out, "payloads  %s (S3 bucket)\n", bucket)
+			}
 			if b.Kind != awslocal.Embedded {
 				return nil
 			}
@@ -94,5 +115,6 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 	cmd.Flags().IntVar(&maxReceive, "max-receive-count", 15, "redrive policy maxReceiveCount, 1-1000 (≥ 3 × the largest MaxAttempts)")
 	cmd.Flags().IntVar(&visibility, "visibility-timeout", 30, "queue visibility timeout in seconds, 1-43200 (≥ 6 × the function timeout)")
 	addPortFlag(cmd, &port)
+	cmd.Flags().BoolVar(&payloads, "payloads", false, "also create the S3 bucket for jobs larger than SQS allows (<stack>-payloads, or --payload-bucket)")
 	return cmd
 }

@@ -68,6 +68,7 @@ func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 			results[i].Err = fmt.Errorf("producer: job %d (%s, id %s): %w", i, j.label(), j.id, err)
 			continue
 		}
+		results[i].Payload = j.ptr
 		if prepared != nil {
 			prepared[i] = j
 		}

@@ -223,6 +223,7 @@ func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 			}
 			continue
 		}
+		results[i].Payload = j.ptr
 		if prepared != nil {
 			prepared[i] = j
 		}

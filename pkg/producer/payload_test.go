@@ -78,6 +78,9 @@ func TestPayloadMessageIsWhatTheExtendedClientReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.Payload == nil || res.Payload.String() != "s3://jobs-payloads/sqsworker/01JDQ3ZV5XG8K2M4N6P8R0T2V5" {
+		t.Errorf("Result.Payload = %v", res.Payload)
+	}
 	sent := sqsAPI.sendCalls()
 	if len(sent) != 1 {
 		t.Fatalf("%d SendMessage calls, want 1", len(sent))

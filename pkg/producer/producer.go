@@ -261,6 +261,9 @@ type Result struct {
 	// (MessageID is then empty: the message is sent when the schedule fires), and RunAt its time.
 	Schedule string
 	RunAt    time.Time
+	// Payload is the S3 object that holds the job's envelope when the job was sent through S3
+	// (Config.Payload), nil when it went inline.
+	Payload *payload.Pointer
 }
 
 // JoinErrors returns the errors of the results that failed, joined, or nil when all succeeded.
@@ -305,6 +308,7 @@ func (p *Producer) enqueue(ctx context.Context, args jobs.Args, opts []Option) (
 		res.Err = fmt.Errorf("producer: enqueue %s (id %s): %w", j.label(), j.id, err)
 		return res, res.Err
 	}
+	res.Payload = j.ptr
 	in := &sqs.SendMessageInput{
 		QueueUrl:          &p.queueURL,
 		MessageBody:       &j.body,
@@ -431,9 +435,10 @@ type job struct {
 	group, dedup  string
 	attrs         map[string]types.MessageAttributeValue
 	awsTrace      string // the AWSTraceHeader system attribute, or ""
-	// env is the envelope once offload has moved it to S3 (body is then the pointer); "" while
-	// body is the envelope.
+	// env is the envelope once offload has moved it to S3 (body is then the pointer, ptr its
+	// object); "" while body is the envelope.
 	env string
+	ptr *payload.Pointer
 }
 
 // envelope returns the job's envelope JSON.
@@ -709,7 +714,7 @@ func (p *Producer) offload(ctx context.Context, j *job) error {
 	size := payload.SizeValue(len(env))
 	attrs[payload.SizeAttribute] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(size)}
 	ownAttrs := j.size - len(env)
-	j.env, j.body, j.attrs = env, ptr.Body(), attrs
+	j.env, j.body, j.attrs, j.ptr = env, ptr.Body(), attrs, &ptr
 	j.size = len(j.body) + ownAttrs + len(payload.SizeAttribute) + len("Number") + len(size)
 	return nil
 }

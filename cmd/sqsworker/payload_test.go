@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/worker"
+)
+
+// TestPayloadGolden: a job larger than SQS allows, enqueued from a file, goes through the stack's
+// payload bucket; status shows its object; a dead letter kept in S3 shows it too; purge
+// --delete-payloads deletes it.
+func TestPayloadGolden(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "payload", false)
+	b := backend(t)
+	ctx := context.Background()
+	bucket, err := awslocal.ProvisionBucket(ctx, b.S3(), stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := payload.New(payload.Config{S3: b.S3(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "args.json")
+	if err := os.WriteFile(file, []byte(`{"data":"`+strings.Repeat("x", 2<<20)+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript(t, stack)
+	out := tr.must("enqueue", "blob.store", "--args", "@"+file)
+	id := strings.Fields(strings.Split(out, "\n")[1])[2]
+	got, err := st.Get(ctx, payload.Pointer{Bucket: bucket, Key: st.Key(id)})
+	if err != nil {
+		t.Fatalf("the job's object: %v", err)
+	}
+	env, err := jobs.DecodeEnvelope(got)
+	if err != nil || env.ID != id || len(env.Args) != 2<<20+11 {
+		t.Fatalf("object: %v (id %s, %d bytes of args)", err, env.ID, len(env.Args))
+	}
+	msgs := receiveAll(t, awslocal.QueueName(stack, false))
+	if len(msgs) != 1 || !strings.HasPrefix(aws.ToString(msgs[0].Body), `["software.amazon.payloadoffloading.PayloadS3Pointer"`) {
+		t.Fatalf("queue holds %d messages, want the pointer", len(msgs))
+	}
+	tr.must("status", "blob.store/"+id)
+	tr.run("", "enqueue", "blob.store", "--args", "@"+filepath.Join(dir, "missing.json"))
+
+	// A dead letter whose job is in S3 (the worker keeps the pointer).
+	client := sqs.NewFromConfig(b.Config)
+	dlqURL, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.DLQName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := json.Marshal(worker.Failure{Reason: jobs.ReasonExhausted, Error: "boom", Attempts: 5, Kind: "blob.store", JobID: id,
+		FailedAt: "2025-03-14T09:30:00.000Z", SourceMessageID: "src-1", SourceQueue: "arn:aws:sqs:us-east-1:000000000000:" + awslocal.QueueName(stack, false)})
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: dlqURL.QueueUrl, MessageBody: msgs[0].Body,
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			payload.SizeAttribute:   msgs[0].MessageAttributes[payload.SizeAttribute],
+			worker.FailureAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(f))},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	tr.must("dlq", "show", id)
+	tr.must("dlq", "purge", "--confirm", awslocal.DLQName(stack, false), "--delete-payloads")
+	if _, err := st.Get(ctx, payload.Pointer{Bucket: bucket, Key: st.Key(id)}); !errors.Is(err, payload.ErrNotFound) {
+		t.Fatalf("after purge --delete-payloads the object: %v, want it deleted", err)
+	}
+	s := strings.ReplaceAll(tr.buf.String(), dir, "TMP")
+	s = strings.ReplaceAll(s, strings.ToLower(stack), "STACK") // the bucket name is lower case
+	tr.buf.Reset()
+	tr.buf.WriteString(s)
+	tr.check("payload")
+}
