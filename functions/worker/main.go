@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -87,6 +89,13 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		}
 		wcfg.Middleware = append(wcfg.Middleware, idem)
 	}
+	if cfg.PayloadBucket != "" {
+		st, err := payload.New(payload.Config{S3: s3.NewFromConfig(awsCfg), Bucket: cfg.PayloadBucket})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
+		}
+		wcfg.Payload = st
+	}
 	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
 		return nil, err
@@ -114,6 +123,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		slog.String("queue_url", cfg.QueueURL), slog.String("dlq_url", cfg.DLQURL), slog.String("table", cfg.Table),
 		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
 		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""),
+		slog.String("payload_bucket", cfg.PayloadBucket),
 		slog.Bool("tracing", ot != nil))
 	return &invoker{h: h, ot: ot}, nil
 }

@@ -27,6 +27,7 @@ const (
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
+	EnvPayloadBucket  = "SQSWORKER_PAYLOAD_BUCKET"
 
 	// The API function's allow-list and its limits (see API).
 	EnvAPIKinds        = "SQSWORKER_API_KINDS"
@@ -69,6 +70,9 @@ type Worker struct {
 	// ScheduleGroup is the EventBridge Scheduler group of the recurring schedules that target
 	// the queue. Informational: logged at cold start.
 	ScheduleGroup string
+	// PayloadBucket is the S3 bucket of jobs larger than SQS allows (pkg/payload): set, the
+	// worker reads the jobs whose body points there. Empty: such bodies are malformed.
+	PayloadBucket string
 }
 
 // API is the producer API function's configuration.
@@ -130,6 +134,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		Table:         table(getenv, &errs),
 		LogLevel:      logLevel(getenv, &errs),
 		ScheduleGroup: strings.TrimSpace(getenv(EnvScheduleGroup)),
+		PayloadBucket: strings.TrimSpace(getenv(EnvPayloadBucket)),
 	}
 	c.Concurrency = DefaultConcurrency
 	if s := strings.TrimSpace(getenv(EnvConcurrency)); s != "" {

@@ -25,11 +25,11 @@ func TestLoadWorker(t *testing.T) {
 			name: "everything set",
 			env: map[string]string{
 				EnvQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", EnvDLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
-				EnvTable: "jobs-table", EnvLogLevel: "DEBUG", EnvConcurrency: "25", EnvDeadlineMargin: "1500ms", EnvScheduleGroup: "sqsworker",
+				EnvTable: "jobs-table", EnvLogLevel: "DEBUG", EnvConcurrency: "25", EnvDeadlineMargin: "1500ms", EnvScheduleGroup: "sqsworker", EnvPayloadBucket: " jobs-payloads ",
 			},
 			want: Worker{
 				QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", DLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
-				Table: "jobs-table", LogLevel: slog.LevelDebug, Concurrency: 25, DeadlineMargin: 1500 * time.Millisecond, ScheduleGroup: "sqsworker",
+				Table: "jobs-table", LogLevel: slog.LevelDebug, Concurrency: 25, DeadlineMargin: 1500 * time.Millisecond, ScheduleGroup: "sqsworker", PayloadBucket: "jobs-payloads",
 			},
 		},
 		{name: "warn level", env: map[string]string{EnvLogLevel: "warn"}, want: Worker{LogLevel: slog.LevelWarn, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
