@@ -141,6 +141,7 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 	boolean("disableScheduling", &p.DisableScheduling)
 	boolean("workerEnqueues", &p.WorkerEnqueues)
 	boolean("workerStatusQueries", &p.WorkerStatusQueries)
+	boolean("payloadBucket", &p.PayloadBucket)
 	switch v := get("recursiveLoop"); strings.ToLower(v) {
 	case "":
 	case "terminate":

@@ -23,13 +23,13 @@ func TestMain(m *testing.M) { testasset.Main(m, &workerZip) }
 
 func TestPropsFromContext(t *testing.T) {
 	ctx := map[string]string{"stack": "demo", "fifo": "true", "timeout": "1m", "maxConcurrency": "50", "reservedConcurrency": "60", "workerEnqueues": "true",
-		"workerStatusQueries": "true", "recursiveLoop": "Allow"}
+		"workerStatusQueries": "true", "recursiveLoop": "Allow", "payloadBucket": "true"}
 	p, err := PropsFromContext(func(k string) string { return ctx[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Name != "demo" || !p.FIFO || p.Timeout != time.Minute || p.MaxConcurrency != 50 || p.ReservedConcurrency != 60 || !p.WorkerEnqueues ||
-		!p.WorkerStatusQueries || p.RecursiveLoop != awslambda.RecursiveLoop_ALLOW {
+		!p.WorkerStatusQueries || p.RecursiveLoop != awslambda.RecursiveLoop_ALLOW || !p.PayloadBucket {
 		t.Fatalf("props = %+v", p)
 	}
 	if p.Outbox != nil {

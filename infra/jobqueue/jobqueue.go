@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -32,6 +33,7 @@ type JobQueue struct {
 	ScheduleGroup awsscheduler.ScheduleGroup // nil when DisableScheduling
 	SchedulerRole awsiam.Role                // nil when DisableScheduling
 	SchedulerDLQ  awssqs.Queue               // nil when DisableScheduling: where failed schedule deliveries go
+	PayloadBucket awss3.Bucket               // nil unless Props.PayloadBucket
 	AlarmTopic    awssns.Topic
 	Alarms        []awscloudwatch.Alarm
 	Dashboard     awscloudwatch.Dashboard
@@ -59,6 +61,7 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	jq.table()
 	jq.worker()
 	jq.scheduling()
+	jq.payload()
 	jq.grantWorker()
 	jq.alarms()
 	jq.dashboard()

@@ -110,6 +110,12 @@ type Props struct {
 	Api *ApiProps
 	// Outbox, when set, adds the transactional outbox (outbox.go). Defaults to nil: none.
 	Outbox *OutboxProps
+
+	// PayloadBucket adds an S3 bucket for jobs larger than SQS allows (payload.go, pkg/payload):
+	// encrypted, TLS-only, private, its objects expired after PayloadExpiry; GrantEnqueue gives
+	// s3:PutObject on it, the worker GetObject, DeleteObject, PutObject and ListBucket, and its
+	// environment SQSWORKER_PAYLOAD_BUCKET. Default false: no bucket.
+	PayloadBucket bool
 }
 
 // Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).

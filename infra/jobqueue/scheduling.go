@@ -64,9 +64,11 @@ func (jq *JobQueue) scheduling() {
 // kms:Decrypt on the customer key when there is one) and, when scheduling is enabled, writing and
 // deleting schedules in the group plus iam:PassRole on the scheduler role, to EventBridge
 // Scheduler only (iam:PassedToService, as AWS's AmazonEventBridgeSchedulerFullAccess policy
-// conditions it; https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html#ck_PassedToService).
+// conditions it; https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html#ck_PassedToService);
+// with Props.PayloadBucket, s3:PutObject on the bucket's objects (payload.go).
 func (jq *JobQueue) GrantEnqueue(grantee awsiam.IGrantable) {
 	jq.grantSend(jq.Queue, grantee)
+	jq.grantEnqueuePayload(grantee) // s3:PutObject on the payload bucket, when there is one
 	if jq.ScheduleGroup == nil {
 		return
 	}

@@ -39,10 +39,10 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // stack's own (with WorkerEnqueues and deletion protection) and an imported one (with
 // WorkerStatusQueries), a large batch with a batching window, reserved concurrency with the
 // worker's tuning variables, recursion detection off without scheduling, the longest names
-// Validate accepts, with and without scheduling, and the HTTP producer: IAM-authenticated with
+// Validate accepts, with and without scheduling, the HTTP producer: IAM-authenticated with
 // schemas inline and in a layer, and public (AuthType NONE, its cdk-nag finding suppressed)
-// without the job table; and the transactional outbox, on a standard and on a FIFO stack without
-// scheduling.
+// without the job table; the transactional outbox, on a standard and on a FIFO stack without
+// scheduling; and the payload bucket (customer key, a worker that enqueues).
 var All = []Shape{
 	{"default", props(jobqueue.Props{Name: "sqsworker"}), nil},
 	{"fifo", props(jobqueue.Props{Name: "fifo", FIFO: true}), nil},
@@ -80,6 +80,10 @@ var All = []Shape{
 			Reason: jsii.String("A linted shape: the public URL is what this shape checks."),
 		}}, jsii.Bool(true))
 	}},
+	{"payload-bucket", func(stack awscdk.Stack) jobqueue.Props {
+		key := awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		return jobqueue.Props{Name: "big", PayloadBucket: true, WorkerEnqueues: true, EncryptionKey: key}
+	}, nil},
 }
 
 // Synth synthesizes every shape, each as its own stack shape-<name> holding one JobQueue and a
