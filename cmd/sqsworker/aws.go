@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -85,21 +84,38 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 	}, nil
 }
 
-// payloadStore returns the store of the stack's payload bucket (--payload-bucket, else
-// <stack>-payloads), or nil when that bucket does not exist and was not asked for by name. One
-// HeadBucket call.
+// payloadStore returns the store of the stack's payload bucket, or nil when the stack has none:
+// --payload-bucket when given (an error if it cannot be reached); else on AWS the CloudFormation
+// stack's output <id>PayloadBucketName (infra/jobqueue/payload.go; one DescribeStacks call);
+// else <stack>-payloads, what `sqsworker up --payloads` creates, when it exists (one HeadBucket
+// call). A bucket looked for but not found, or not readable, is no bucket: the command then
+// works as for a stack without one.
 func payloadStore(ctx context.Context, c *awsClients, g *globals, stack string) (*payload.Store, error) {
-	name := g.payloadBucket
-	if name == "" {
-		name = awslocal.BucketName(stack)
+	if g.payloadBucket != "" {
+		if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(g.payloadBucket)}); err != nil {
+			return nil, fmt.Errorf("--payload-bucket %s on %s: %w", g.payloadBucket, c.where, err)
+		}
+		return payload.New(payload.Config{S3: c.s3, Bucket: g.payloadBucket})
 	}
-	if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err != nil {
-		var nf *s3types.NotFound
-		var nb *s3types.NoSuchBucket
-		if (errors.As(err, &nf) || errors.As(err, &nb) || apiErrorCode(err) == "NotFound") && g.payloadBucket == "" {
+	name := ""
+	if c.cfn != nil {
+		out, err := c.cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(stack)})
+		if err != nil || len(out.Stacks) == 0 {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("payload bucket %s on %s: %w", name, c.where, err)
+		for _, o := range out.Stacks[0].Outputs {
+			if strings.HasSuffix(aws.ToString(o.OutputKey), "PayloadBucketName") {
+				name = aws.ToString(o.OutputValue)
+			}
+		}
+		if name == "" {
+			return nil, nil
+		}
+	} else {
+		name = awslocal.BucketName(stack)
+		if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err != nil {
+			return nil, nil
+		}
 	}
 	return payload.New(payload.Config{S3: c.s3, Bucket: name})
 }
