@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -176,6 +177,10 @@ the local schedule dispatcher does.`,
 				}
 				if st != nil {
 					cfg.Payload = st
+				} else if len(raw) > producer.MaxMessageSize {
+					return &usageError{fmt.Errorf("ARGS_JSON is %d bytes, more than an SQS message carries (%d): such a job goes through the stack's payload bucket, and it has none "+
+						"(create %s with 'sqsworker up --payloads', deploy the CDK stack with PayloadBucket, or name one with --payload-bucket)",
+						len(raw), producer.MaxMessageSize, awslocal.BucketName(stack))}
 				}
 			}
 			if refs.Table != "" {
@@ -318,12 +323,13 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		from = "standard input"
 		raw, err = io.ReadAll(io.LimitReader(stdin, maxArgsFile+1))
 	case strings.HasPrefix(text, "@"):
-		from = text[1:]
-		if from == "" {
+		name := text[1:]
+		from = "file " + name
+		if name == "" {
 			return nil, &usageError{errors.New("ARGS_JSON @FILE: the file name is empty")}
 		}
 		var f *os.File
-		if f, err = os.Open(from); err != nil {
+		if f, err = os.Open(name); err != nil {
 			return nil, &usageError{fmt.Errorf("ARGS_JSON %s: %v", text, err)}
 		}
 		defer f.Close()
@@ -335,7 +341,7 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("read ARGS_JSON from %s: %w", from, err)
 	}
 	if len(raw) > maxArgsFile {
-		return nil, &usageError{fmt.Errorf("ARGS_JSON from %s is larger than %d bytes, the most a job sent through S3 may be", from, maxArgsFile)}
+		return nil, &usageError{fmt.Errorf("ARGS_JSON on %s is larger than %d bytes, the most a job sent through S3 may be", from, maxArgsFile)}
 	}
 	return raw, nil
 }

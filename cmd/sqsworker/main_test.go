@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
 func TestUsageErrorsExitTwo(t *testing.T) {
@@ -237,12 +237,15 @@ func TestPortDefaultsTo4566(t *testing.T) {
 
 // TestEnqueueStdinTooLarge: ARGS_JSON read from standard input beyond SQS's message size is a bad
 // command line that says so (it used to be cut at the limit and reported as invalid JSON).
+// TestEnqueueStdinTooLarge: args above what even a job sent through S3 may be are refused before
+// any AWS call (args above an SQS message's size may be fine: the stack may have a payload
+// bucket, TestPayloadGolden).
 func TestEnqueueStdinTooLarge(t *testing.T) {
 	t.Parallel()
-	big := `{"x":"` + strings.Repeat("a", producer.MaxMessageSize) + `"}`
+	big := `{"x":"` + strings.Repeat("a", payload.DefaultMaxSize) + `"}`
 	var out, errOut bytes.Buffer
 	code := runWithInput(context.Background(), []string{"enqueue", "a.b", "-", "--stack", "s"}, strings.NewReader(big), &out, &errOut)
-	if want := fmt.Sprintf("ARGS_JSON on standard input is larger than %d bytes", producer.MaxMessageSize); code != exitUsage || !strings.Contains(errOut.String(), want) {
+	if want := fmt.Sprintf("ARGS_JSON on standard input is larger than %d bytes", payload.DefaultMaxSize); code != exitUsage || !strings.Contains(errOut.String(), want) {
 		t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut.String(), exitUsage, want)
 	}
 }

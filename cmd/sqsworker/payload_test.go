@@ -84,3 +84,22 @@ func TestPayloadGolden(t *testing.T) {
 	tr.buf.WriteString(s)
 	tr.check("payload")
 }
+
+// TestEnqueueLargeWithoutBucket: a job too large for SQS on a stack without a payload bucket is a
+// usage error that says how to get one.
+func TestEnqueueLargeWithoutBucket(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "nobucket", false)
+	file := filepath.Join(t.TempDir(), "args.json")
+	if err := os.WriteFile(file, []byte(`{"data":"`+strings.Repeat("x", 2<<20)+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript(t, stack)
+	_, code := tr.run("", "enqueue", "blob.store", "@"+file)
+	if code != exitUsage || !strings.Contains(tr.buf.String(), "up --payloads") || !strings.Contains(tr.buf.String(), stack+"-payloads") {
+		t.Fatalf("exit %d:\n%s", code, tr.buf.String())
+	}
+	if n := len(receiveAll(t, awslocal.QueueName(stack, false))); n != 0 {
+		t.Fatalf("%d messages sent", n)
+	}
+}
