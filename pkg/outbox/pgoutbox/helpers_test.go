@@ -128,7 +128,7 @@ type sent struct {
 type countingSQS struct {
 	mu       sync.Mutex
 	accepted []sent
-	rejected map[string]int // job id → rejections
+	rejected map[string][]int64 // job id → the calls that rejected it
 	reject   func(body string) bool
 	next     producer.SQSAPI
 	calls    atomic.Int64
@@ -154,9 +154,9 @@ func (f *countingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 		}
 		if f.reject != nil && f.reject(aws.ToString(e.MessageBody)) {
 			if f.rejected == nil {
-				f.rejected = map[string]int{}
+				f.rejected = map[string][]int64{}
 			}
-			f.rejected[env.ID]++
+			f.rejected[env.ID] = append(f.rejected[env.ID], n)
 			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"),
 				Message: aws.String("rejected by the test"), SenderFault: true})
 			continue
@@ -185,10 +185,17 @@ func (f *countingSQS) sent() []sent {
 	return append([]sent(nil), f.accepted...)
 }
 
-func (f *countingSQS) rejections(id string) int {
+// rejections returns the calls that rejected a job.
+func (f *countingSQS) rejections(id string) []int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rejected[id]
+	return append([]int64(nil), f.rejected[id]...)
+}
+
+func (f *countingSQS) setReject(reject func(body string) bool) {
+	f.mu.Lock()
+	f.reject = reject
+	f.mu.Unlock()
 }
 
 // emulatorQueue provisions a queue (FIFO or not) on the shared embedded emulator.
