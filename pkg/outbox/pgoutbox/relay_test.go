@@ -352,3 +352,29 @@ func TestPoisonRowIsDeadAndBlocksOnlyItsGroup(t *testing.T) {
 		t.Errorf("received %v, want the 5 jobs once each", seen)
 	}
 }
+
+// A row that other code damaged (attributes the store cannot read) does not stop the claims: it
+// is failed with the reason and dead after MaxAttempts, and the other rows are sent.
+func TestCorruptRowIsDeadWithTheReason(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := &countingSQS{}
+	p := newProducer(t, api, stdURL)
+	o, db, _ := newOutbox(t, pgoutbox.Config{Producer: p})
+	ids := enqueue(t, db, o, 3)
+	if _, err := db.Exec(`UPDATE `+o.Table()+` SET attributes = '["not", "a", "map"]' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.NewRelay(outbox.RelayConfig{Store: o, Producers: []*producer.Producer{p}, MaxAttempts: 1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Drain(ctx)
+	if err != nil || st.Sent != 2 || st.Dead != 1 {
+		t.Fatalf("Drain = %+v, %v; want 2 sent and the damaged row dead", st, err)
+	}
+	e, err := o.Get(ctx, ids[1])
+	if err != nil || e.State != outbox.StateDead || !strings.Contains(e.LastError, "cannot be read") || !strings.Contains(e.LastError, "attributes column") {
+		t.Errorf("damaged row: %+v, %v", e, err)
+	}
+}

@@ -136,7 +136,9 @@ func scanEntry(r scanner) (int64, outbox.Entry, error) {
 	if attrs.Valid {
 		a, err := decodeAttributes([]byte(attrs.String))
 		if err != nil {
-			return 0, e, fmt.Errorf("job %s: %w", m.ID, err)
+			// A row other code wrote: the relay fails it with the reason (dead after
+			// MaxAttempts) instead of sending it without its attributes, and the claim goes on.
+			e.Corrupt = err.Error()
 		}
 		m.Attributes = a
 	}
