@@ -39,6 +39,9 @@ type JobQueue struct {
 	Dashboard     awscloudwatch.Dashboard
 	Api           *Api    // nil unless Props.Api: the HTTP producer (api.go)
 	Outbox        *Outbox // nil without Props.Outbox
+
+	// PostgresOutbox is the PostgreSQL outbox's relay (pgoutbox.go), nil unless Props.PostgresOutbox.
+	PostgresOutbox *PostgresOutbox
 }
 
 func secs(d interface{ Seconds() float64 }) awscdk.Duration {
@@ -55,6 +58,9 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	if _, err := os.Stat(p.WorkerAsset); err != nil {
 		return nil, fmt.Errorf("jobqueue: worker asset %s is missing: run `make build` at the repository root first (%v)", p.WorkerAsset, err)
 	}
+	if err := checkPgRelayAsset(p); err != nil {
+		return nil, err
+	}
 
 	jq := &JobQueue{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
 	jq.queues()
@@ -66,6 +72,7 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	jq.alarms()
 	jq.dashboard()
 	jq.api()
+	jq.postgresOutbox()
 	jq.outputs()
 	if err := jq.addOutbox(); err != nil {
 		return nil, err

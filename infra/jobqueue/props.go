@@ -116,6 +116,8 @@ type Props struct {
 	// s3:PutObject on it, the worker GetObject, DeleteObject, PutObject and ListBucket, and its
 	// environment SQSWORKER_PAYLOAD_BUCKET. Default false: no bucket.
 	PayloadBucket bool
+	// PostgresOutbox, when set, deploys the relay of a PostgreSQL transactional outbox (pgoutbox.go).
+	PostgresOutbox *PostgresOutboxProps
 }
 
 // Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).
@@ -256,6 +258,9 @@ func (p Props) Validate() error {
 	}
 	if p.Outbox != nil {
 		errs = append(errs, p.Outbox.validate()...)
+	}
+	if p.PostgresOutbox != nil {
+		errs = append(errs, p.PostgresOutbox.validate())
 	}
 	return errors.Join(errs...)
 }

@@ -84,6 +84,7 @@ var All = []Shape{
 		key := awskms.NewKey(stack, jsii.String("JobsKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
 		return jobqueue.Props{Name: "big", PayloadBucket: true, WorkerEnqueues: true, EncryptionKey: key}
 	}, nil},
+	{"postgres-outbox", postgresOutboxShape, nil}, // pgoutbox_shape.go
 }
 
 // Synth synthesizes every shape, each as its own stack shape-<name> holding one JobQueue and a
@@ -135,6 +136,11 @@ func Synth(dir, cdkJSON, asset string) ([]string, error) {
 				}
 			}
 			p.Api = &a
+		}
+		if p.PostgresOutbox != nil {
+			o := *p.PostgresOutbox
+			o.Asset = asset
+			p.PostgresOutbox = &o
 		}
 		jq, err := jobqueue.New(stack, "Jobs", p)
 		if err != nil {

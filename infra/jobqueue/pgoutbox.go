@@ -1,0 +1,373 @@
+package jobqueue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsschedulertargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Defaults of PostgresOutboxProps.
+const (
+	DefaultPgRelayAsset           = "../dist/pgrelay-arm64.zip"
+	DefaultPgRelayTimeout         = time.Minute
+	DefaultPgRelayMemoryMB        = 256
+	DefaultPgRelaySchedule        = time.Minute
+	DefaultPgOutboxTable          = "sqsworker_outbox"
+	DefaultPgOutboxOldestAgeAlarm = 15 * time.Minute
+	minPgRelayTimeout             = 20 * time.Second // the function keeps 12 s before its deadline
+	pgRelayDeadlineMarginSeconds  = 12
+)
+
+// Alarm name suffixes of the PostgreSQL outbox (AlarmName(Props.Name, suffix)).
+const (
+	AlarmOutboxDeadRows    = "outbox-dead-rows"
+	AlarmOutboxRelayErrors = "outbox-relay-errors"
+	AlarmOutboxStale       = "outbox-stale"
+)
+
+// Environment of functions/pgrelay (functions/internal/config.LoadPGRelay), beside EnvQueueURL,
+// EnvTable, EnvLogLevel, EnvScheduleGroup, EnvQueueARN, EnvSchedulerRoleARN, EnvSchedulerDLQARN
+// and the outbox's EnvOutboxTable, EnvOutboxLease and EnvOutboxMaxAttempts (outbox.go), which it
+// reads with the same meaning (its table is a PostgreSQL table).
+const (
+	EnvOutboxDSN       = "SQSWORKER_OUTBOX_DSN"
+	EnvOutboxSecretARN = "SQSWORKER_OUTBOX_SECRET_ARN"
+	EnvOutboxSSLMode   = "SQSWORKER_OUTBOX_SSLMODE"
+	EnvOutboxBatchSize = "SQSWORKER_OUTBOX_BATCH_SIZE"
+)
+
+// The relay's EMF metrics (functions/pgrelay): namespace MetricsNamespace, dimensions Service
+// (the function's name) and Outbox (the table).
+const (
+	MetricOutboxDeadRows     = "OutboxDeadRows"
+	MetricOutboxRelayErrors  = "OutboxRelayErrors"
+	MetricOutboxOldestAge    = "OutboxOldestPendingAge"
+	MetricOutboxSent         = "OutboxSent"
+	MetricOutboxPendingRows  = "OutboxPendingRows"
+	metricsNamespaceOfRelays = MetricsNamespace
+)
+
+// PostgresOutboxProps deploys the relay of a PostgreSQL transactional outbox
+// (pkg/outbox/pgoutbox): the functions/pgrelay Lambda function, invoked every Schedule by an
+// EventBridge Scheduler schedule, drains the outbox table into the stack's queue until nothing is
+// due or it is near its deadline. It gets what a producer gets (GrantEnqueue), the job table's
+// item actions (it records sent jobs as queued), read access to DatabaseSecret, and the VPC
+// wiring below. Alarms: dead rows, relay errors (the function's own errors and the EMF count),
+// and a pending row older than OldestPendingAlarm.
+//
+// The outbox table itself is the application's: create it with pgoutbox.Migrate, `sqsworker
+// outbox migrate`, or pkg/outbox/pgoutbox/schema.sql in the application's migration tool.
+type PostgresOutboxProps struct {
+	// Asset is the pgrelay zip built by `make build` (default ../dist/pgrelay-arm64.zip).
+	Asset string
+	// DatabaseSecret holds the database's credentials in the RDS format ({"username",
+	// "password", "host", "port", "dbname"}: rds.DatabaseInstance's Secret() is one); the
+	// function reads it (and reads it again after a rotation). Either it or DSN is required.
+	DatabaseSecret awssecretsmanager.ISecret
+	// DSN is the database's connection string, when there is no secret (IAM authentication
+	// through a proxy, or a password-less role). It is visible in the function's configuration:
+	// put no password in it.
+	DSN string
+	// SSLMode of the connection built from DatabaseSecret (default verify-full; RDS's
+	// certificates need the RDS CA bundle in the function's trust store, or "require").
+	SSLMode string
+	// Table is the outbox table, optionally schema-qualified (default sqsworker_outbox).
+	Table string
+	// Vpc places the function in the database's VPC (nil: no VPC, for a database reachable
+	// from Lambda's network). VpcSubnets picks the subnets (default: CDK's, the private ones),
+	// SecurityGroups the function's groups (default: one new group, all egress).
+	Vpc            awsec2.IVpc
+	VpcSubnets     *awsec2.SubnetSelection
+	SecurityGroups []awsec2.ISecurityGroup
+	// Database, when set (an rds.DatabaseInstance, DatabaseCluster or DatabaseProxy), lets the
+	// function in on its default port. Needs Vpc.
+	Database awsec2.IConnectable
+	// Schedule is how often the relay runs (default and minimum one minute, whole minutes).
+	Schedule time.Duration
+	// Timeout of the function (default 1 minute; 20 s to 15 minutes). Each invocation drains
+	// until 12 s before it; keep it at least Schedule so that a busy outbox is always drained.
+	Timeout time.Duration
+	// MemoryMB of the function (default 256).
+	MemoryMB int
+	// BatchSize, MaxAttempts and Lease configure the relay (0: the relay's defaults, 100, 10,
+	// 30 s). Lease must exceed the time one pass takes to send a batch.
+	BatchSize   int
+	MaxAttempts int
+	Lease       time.Duration
+	// LogLevel is passed as SQSWORKER_LOG_LEVEL when set.
+	LogLevel string
+	// OldestPendingAlarm is the age of the oldest pending row that raises the outbox-stale
+	// alarm (default 15 minutes).
+	OldestPendingAlarm time.Duration
+}
+
+// PostgresOutbox is the deployed relay of a PostgreSQL outbox.
+type PostgresOutbox struct {
+	Function awslambda.Function
+	Role     awsiam.Role
+	LogGroup awslogs.LogGroup
+	Schedule awsscheduler.Schedule
+	// ScheduleRole is the role the schedule invokes the function with.
+	ScheduleRole awsiam.Role
+}
+
+var pgTable = regexp.MustCompile(`^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$`)
+
+func (o PostgresOutboxProps) withDefaults() PostgresOutboxProps {
+	if o.Asset == "" {
+		o.Asset = DefaultPgRelayAsset
+	}
+	if o.Table == "" {
+		o.Table = DefaultPgOutboxTable
+	}
+	if o.Schedule == 0 {
+		o.Schedule = DefaultPgRelaySchedule
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultPgRelayTimeout
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = DefaultPgRelayMemoryMB
+	}
+	if o.OldestPendingAlarm == 0 {
+		o.OldestPendingAlarm = DefaultPgOutboxOldestAgeAlarm
+	}
+	return o
+}
+
+// validate reports every rule o (after defaults) breaks.
+func (o PostgresOutboxProps) validate() error {
+	o = o.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("jobqueue: PostgresOutbox: "+format, args...))
+	}
+	switch {
+	case o.DatabaseSecret == nil && o.DSN == "":
+		bad("DatabaseSecret or DSN is required: the outbox's database")
+	case o.DatabaseSecret != nil && o.DSN != "":
+		bad("DatabaseSecret and DSN are both set: give one")
+	}
+	if !pgTable.MatchString(o.Table) {
+		bad("Table=%q: a lower-case table name, optionally schema-qualified", o.Table)
+	}
+	switch o.SSLMode {
+	case "", "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+	default:
+		bad("SSLMode=%q is not a PostgreSQL sslmode", o.SSLMode)
+	}
+	if o.Database != nil && o.Vpc == nil {
+		bad("Database needs Vpc: the function joins the database's VPC to reach it")
+	}
+	if (o.VpcSubnets != nil || len(o.SecurityGroups) > 0) && o.Vpc == nil {
+		bad("VpcSubnets and SecurityGroups need Vpc")
+	}
+	if o.Schedule < time.Minute || o.Schedule%time.Minute != 0 {
+		bad("Schedule=%s must be whole minutes, at least 1m (EventBridge Scheduler's rate)", o.Schedule)
+	}
+	if o.Timeout < minPgRelayTimeout || o.Timeout > 15*time.Minute || o.Timeout%time.Second != 0 {
+		bad("Timeout=%s must be whole seconds between %s and 15m (the relay keeps %d s before its deadline)", o.Timeout, minPgRelayTimeout, pgRelayDeadlineMarginSeconds)
+	}
+	if o.MemoryMB < 128 || o.MemoryMB > 10240 {
+		bad("MemoryMB=%d must be between 128 and 10240", o.MemoryMB)
+	}
+	if o.BatchSize < 0 || o.BatchSize > 10000 {
+		bad("BatchSize=%d must be between 1 and 10000 (0: the relay's default)", o.BatchSize)
+	}
+	if o.MaxAttempts < 0 || o.MaxAttempts > 1000 {
+		bad("MaxAttempts=%d must be between 1 and 1000 (0: the relay's default)", o.MaxAttempts)
+	}
+	if o.Lease != 0 && (o.Lease < time.Second || o.Lease > time.Hour) {
+		bad("Lease=%s must be between 1s and 1h (0: the relay's default)", o.Lease)
+	}
+	if o.OldestPendingAlarm < time.Minute {
+		bad("OldestPendingAlarm=%s must be at least 1m", o.OldestPendingAlarm)
+	}
+	return errors.Join(errs...)
+}
+
+// checkPgRelayAsset reports a missing relay asset when p.PostgresOutbox is set (New calls it
+// before building anything).
+func checkPgRelayAsset(p Props) error {
+	if p.PostgresOutbox == nil {
+		return nil
+	}
+	asset := p.PostgresOutbox.withDefaults().Asset
+	if _, err := os.Stat(asset); err != nil {
+		return fmt.Errorf("jobqueue: PostgresOutbox: relay asset %s is missing: run `make build` at the repository root first (%v)", asset, err)
+	}
+	return nil
+}
+
+// postgresOutbox builds the relay when Props.PostgresOutbox is set (after the alarm topic).
+func (jq *JobQueue) postgresOutbox() {
+	if jq.Props.PostgresOutbox == nil {
+		return
+	}
+	o := jq.Props.PostgresOutbox.withDefaults()
+	c := jq.Construct
+	po := &PostgresOutbox{}
+	po.LogGroup = awslogs.NewLogGroup(c, jsii.String("PgRelayLogs"), &awslogs.LogGroupProps{
+		Retention:     jq.Props.LogRetention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	po.Role = awsiam.NewRole(c, jsii.String("PgRelayRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("sqsworker PostgreSQL outbox relay " + jq.Props.Name),
+	})
+	po.LogGroup.GrantWrite(po.Role)
+
+	env := map[string]*string{
+		EnvQueueURL:    jq.Queue.QueueUrl(),
+		EnvTable:       jq.Table.TableName(),
+		EnvOutboxTable: jsii.String(o.Table),
+	}
+	if o.DatabaseSecret != nil {
+		env[EnvOutboxSecretARN] = o.DatabaseSecret.SecretArn()
+	} else {
+		env[EnvOutboxDSN] = jsii.String(o.DSN)
+	}
+	if o.SSLMode != "" {
+		env[EnvOutboxSSLMode] = jsii.String(o.SSLMode)
+	}
+	if o.BatchSize > 0 {
+		env[EnvOutboxBatchSize] = jsii.String(strconv.Itoa(o.BatchSize))
+	}
+	if o.MaxAttempts > 0 {
+		env[EnvOutboxMaxAttempts] = jsii.String(strconv.Itoa(o.MaxAttempts))
+	}
+	if o.Lease > 0 {
+		env[EnvOutboxLease] = jsii.String(o.Lease.String())
+	}
+	if o.LogLevel != "" {
+		env[EnvLogLevel] = jsii.String(o.LogLevel)
+	}
+	if jq.ScheduleGroup != nil {
+		env[EnvScheduleGroup] = jq.ScheduleGroup.ScheduleGroupName()
+		env[EnvQueueARN] = jq.Queue.QueueArn()
+		env[EnvSchedulerRoleARN] = jq.SchedulerRole.RoleArn()
+		env[EnvSchedulerDLQARN] = jq.SchedulerDLQ.QueueArn()
+	}
+	fnProps := &awslambda.FunctionProps{
+		Role:         po.Role,
+		LogGroup:     po.LogGroup,
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(o.Asset), nil),
+		MemorySize:   jsii.Number(float64(o.MemoryMB)),
+		Timeout:      secs(o.Timeout),
+		Environment:  &env,
+		Description:  jsii.String("sqsworker: relays the PostgreSQL outbox " + o.Table + " to " + QueueName(jq.Props.Name, jq.Props.FIFO)),
+	}
+	if o.Vpc != nil {
+		fnProps.Vpc = o.Vpc
+		fnProps.VpcSubnets = o.VpcSubnets
+		if len(o.SecurityGroups) > 0 {
+			fnProps.SecurityGroups = &o.SecurityGroups
+		}
+	}
+	po.Function = awslambda.NewFunction(c, jsii.String("PgRelay"), fnProps)
+	if o.Database != nil {
+		o.Database.Connections().AllowDefaultPortFrom(po.Function, jsii.String("sqsworker outbox relay"))
+	}
+	jq.GrantEnqueue(po.Function)
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: po.Function, Actions: jsii.Strings(WorkerTableActions...), ResourceArns: jsii.Strings(*jq.Table.TableArn()),
+	})
+	if o.DatabaseSecret != nil {
+		o.DatabaseSecret.GrantRead(po.Function, nil)
+	}
+
+	// Every Schedule, with no retries: the next run is the retry, and a late one would only
+	// overlap it (which is safe, but useless). The schedule's role is the construct's own (CDK
+	// would make one per stack, outside the construct), assumable by this account's scheduler.
+	po.ScheduleRole = awsiam.NewRole(c, jsii.String("PgRelayScheduleRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String(SchedulerService), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(c).Account()}},
+		}),
+		Description: jsii.String("EventBridge Scheduler runs the PostgreSQL outbox relay of " + jq.Props.Name),
+	})
+	po.Schedule = awsscheduler.NewSchedule(c, jsii.String("PgRelaySchedule"), &awsscheduler.ScheduleProps{
+		Schedule:    awsscheduler.ScheduleExpression_Rate(secs(o.Schedule)),
+		Description: jsii.String("sqsworker: run the PostgreSQL outbox relay of " + jq.Props.Name),
+		Target: awsschedulertargets.NewLambdaInvoke(po.Function, &awsschedulertargets.ScheduleTargetBaseProps{
+			Role:          po.ScheduleRole,
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   secs(o.Schedule),
+		}),
+	})
+	suppress(po.ScheduleRole.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
+		ID:        "AwsSolutions-IAM5",
+		Reason:    "CDK's grantInvoke covers the relay function and its versions and aliases, <function ARN>:*; the role may invoke nothing else.",
+		AppliesTo: []any{map[string]any{"regex": "/^Resource::<.*PgRelay[0-9A-F]+\\.Arn>:\\*$/"}},
+	})
+
+	// Alarms, on the relay's EMF metrics and on the function's own errors.
+	metric := func(name, stat string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(metricsNamespaceOfRelays),
+			MetricName:    jsii.String(name),
+			DimensionsMap: &map[string]*string{"Service": po.Function.FunctionName(), "Outbox": jsii.String(o.Table)},
+			Statistic:     jsii.String(stat),
+			Period:        awscdk.Duration_Minutes(jsii.Number(5)),
+		})
+	}
+	jq.alarm("OutboxDeadRowsAlarm", AlarmOutboxDeadRows,
+		"The PostgreSQL outbox has dead rows: jobs the relay gave up on (sqsworker outbox list --state dead --dsn …; retry them once fixed).",
+		metric(MetricOutboxDeadRows, "Maximum"), 1)
+	errorsExpr := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("FILL(relay, 0) + FILL(fn, 0)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"relay": metric(MetricOutboxRelayErrors, "Sum"),
+			"fn":    po.Function.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}),
+		},
+		Label:  jsii.String("relay errors"),
+		Period: awscdk.Duration_Minutes(jsii.Number(5)),
+	})
+	jq.alarm("OutboxRelayErrorsAlarm", AlarmOutboxRelayErrors,
+		"The PostgreSQL outbox relay failed (database unreachable, bad credentials, or the function itself): jobs wait in the outbox.",
+		errorsExpr, 1)
+	jq.alarm("OutboxStaleAlarm", AlarmOutboxStale,
+		fmt.Sprintf("The oldest pending row of the PostgreSQL outbox is over %s old: the relay is not keeping up, or not running.", o.OldestPendingAlarm),
+		metric(MetricOutboxOldestAge, "Maximum"), o.OldestPendingAlarm.Seconds())
+
+	// cdk-nag: CDK attaches the AWS-managed VPC access policy to a function in a VPC (ENI
+	// management, which has no resource-level scoping), and the grants above name this stack's
+	// schedule group with a wildcard for the per-job schedules.
+	rules := []nagRule{{
+		ID:     "AwsSolutions-IAM5",
+		Reason: "The relay manages one-time schedules of delayed jobs in this stack's group only: schedule/<group>/*, since their names are per job.",
+		AppliesTo: []any{map[string]any{"regex": "/^Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule\\/" +
+			ScheduleGroupName(jq.Props.Name) + "\\/\\*$/"}},
+	}}
+	if dp := po.Role.Node().TryFindChild(jsii.String("DefaultPolicy")); dp != nil && jq.ScheduleGroup != nil {
+		suppress(dp, rules...)
+	}
+	if o.Vpc != nil {
+		suppress(po.Role, nagRule{
+			ID:        "AwsSolutions-IAM4",
+			Reason:    "AWSLambdaVPCAccessExecutionRole, which CDK attaches to a function in a VPC: the ENI actions it allows cannot be scoped to resources.",
+			AppliesTo: []any{"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"},
+		})
+	}
+	out := awscdk.NewCfnOutput(c, jsii.String("PgRelayFunctionName"), &awscdk.CfnOutputProps{
+		Value: po.Function.FunctionName(), Description: jsii.String("The PostgreSQL outbox relay function"),
+	})
+	out.OverrideLogicalId(jsii.String(*c.Node().Id() + "PgRelayFunctionName"))
+	jq.PostgresOutbox = po
+}

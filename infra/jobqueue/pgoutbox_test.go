@@ -1,0 +1,187 @@
+package jobqueue
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+var pgOutboxStack synth
+
+// pgOutboxApp is a stack with a VPC, a database secret and a database security group (standing
+// for an RDS instance), and the job system with a PostgreSQL outbox relay wired to them.
+func pgOutboxApp(t *testing.T) (assertions.Template, *JobQueue) {
+	return pgOutboxStack.getWith(t, func(stack awscdk.Stack) Props {
+		vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{MaxAzs: jsii.Number(2), NatGateways: jsii.Number(0)})
+		dbSG := awsec2.NewSecurityGroup(stack, jsii.String("DatabaseSG"), &awsec2.SecurityGroupProps{Vpc: vpc})
+		db := awsec2.NewConnections(&awsec2.ConnectionsProps{SecurityGroups: &[]awsec2.ISecurityGroup{dbSG}, DefaultPort: awsec2.Port_Tcp(jsii.Number(5432))})
+		secret := awssecretsmanager.NewSecret(stack, jsii.String("DatabaseSecret"), nil)
+		return Props{Name: "pg", PostgresOutbox: &PostgresOutboxProps{
+			Asset: assetPath, DatabaseSecret: secret, Vpc: vpc, Database: db,
+			VpcSubnets: &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+			Table:      "app.outbox", MaxAttempts: 7, LogLevel: "debug",
+		}}
+	})
+}
+
+func TestPostgresOutboxFunction(t *testing.T) {
+	tmpl, jq := pgOutboxApp(t)
+	if jq.PostgresOutbox == nil || jq.PostgresOutbox.Function == nil {
+		t.Fatal("no relay built")
+	}
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Runtime": "provided.al2023", "Architectures": []any{"arm64"}, "Handler": "bootstrap", "Timeout": 60, "MemorySize": 256,
+			"Environment": map[string]any{"Variables": map[string]any{
+				EnvQueueURL:          map[string]any{"Ref": assertions.Match_AnyValue()},
+				EnvTable:             map[string]any{"Ref": assertions.Match_AnyValue()},
+				EnvOutboxSecretARN:   map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("DatabaseSecret"))},
+				EnvOutboxTable:       "app.outbox",
+				EnvOutboxMaxAttempts: "7",
+				EnvLogLevel:          "debug",
+				EnvScheduleGroup:     assertions.Match_AnyValue(),
+				EnvQueueARN:          assertions.Match_AnyValue(),
+				EnvSchedulerRoleARN:  assertions.Match_AnyValue(),
+				EnvSchedulerDLQARN:   assertions.Match_AnyValue(),
+			}},
+			"VpcConfig": map[string]any{"SubnetIds": assertions.Match_AnyValue(), "SecurityGroupIds": assertions.Match_AnyValue()},
+		})
+	})
+	// Every minute, no retries.
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), map[string]any{
+			"ScheduleExpression": "rate(1 minute)",
+			"State":              "ENABLED",
+			"Target": map[string]any{
+				"Arn":         map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("PgRelay"))})},
+				"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
+			},
+		})
+	})
+	// The database lets the relay in on its port.
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::EC2::SecurityGroupIngress"), map[string]any{
+			"IpProtocol": "tcp", "FromPort": 5432, "ToPort": 5432,
+			"SourceSecurityGroupId": map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("PgRelaySecurityGroup"))})},
+		})
+	})
+	check(t, func() {
+		tmpl.HasOutput(jsii.String("JobsPgRelayFunctionName"), map[string]any{"Value": map[string]any{"Ref": assertions.Match_AnyValue()}})
+	})
+}
+
+// The relay's role: send to the queue and manage schedules (GrantEnqueue), the job table's item
+// actions, the secret, its log group; nothing on other resources.
+func TestPostgresOutboxGrants(t *testing.T) {
+	tmpl, _ := pgOutboxApp(t)
+	policies := *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), map[string]any{
+		"Properties": map[string]any{"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("PgRelayRole"))}})},
+	})
+	if len(policies) != 1 {
+		t.Fatalf("%d policies on the relay's role, want 1", len(policies))
+	}
+	var doc string
+	for _, p := range policies {
+		b, _ := json.Marshal(p)
+		doc = string(b)
+	}
+	for _, want := range []string{`"sqs:SendMessage"`, `"secretsmanager:GetSecretValue"`, `"dynamodb:UpdateItem"`, `"dynamodb:PutItem"`,
+		`"scheduler:CreateSchedule"`, `"iam:PassRole"`, `"logs:PutLogEvents"`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the relay's policy lacks %s: %s", want, doc)
+		}
+	}
+	for _, unwanted := range []string{`"dynamodb:Scan"`, `"dynamodb:DeleteItem"`, `"sqs:ReceiveMessage"`, `"sqs:DeleteMessage"`} {
+		if strings.Contains(doc, unwanted) {
+			t.Errorf("the relay's policy has %s, which it never calls", unwanted)
+		}
+	}
+}
+
+func TestPostgresOutboxAlarms(t *testing.T) {
+	tmpl, _ := pgOutboxApp(t)
+	for name, metric := range map[string]string{AlarmOutboxDeadRows: MetricOutboxDeadRows, AlarmOutboxStale: MetricOutboxOldestAge} {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+				"AlarmName": AlarmName("pg", name), "Namespace": "sqsworker", "MetricName": metric,
+				"Dimensions":   assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "Outbox", "Value": "app.outbox"}}),
+				"AlarmActions": assertions.Match_AnyValue(),
+			})
+		})
+	}
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"AlarmName": AlarmName("pg", AlarmOutboxRelayErrors), "Threshold": 1,
+			"Metrics": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"Expression": "FILL(relay, 0) + FILL(fn, 0)"})}),
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"AlarmName": AlarmName("pg", AlarmOutboxStale), "Threshold": 900,
+		})
+	})
+}
+
+// cdk-nag over the construct's resources (the test's own VPC and secret are not the construct's).
+func TestPostgresOutboxNag(t *testing.T) {
+	app := newTestApp(t)
+	stack := awscdk.NewStack(app, jsii.String("PgNag"), nil)
+	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{MaxAzs: jsii.Number(2), NatGateways: jsii.Number(0)})
+	vpc.AddFlowLog(jsii.String("FlowLog"), nil)
+	secret := awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("DatabaseSecret"),
+		jsii.String("arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf"))
+	if _, err := New(stack, "Jobs", Props{Name: "pgnag", WorkerAsset: assetPath, PostgresOutbox: &PostgresOutboxProps{
+		Asset: assetPath, DatabaseSecret: secret, Vpc: vpc, VpcSubnets: &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	ann := assertions.Annotations_FromStack(stack)
+	for _, m := range *ann.FindError(jsii.String("/PgNag/Jobs/*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		t.Errorf("error %s: %v", *m.Id, m.Entry.Data)
+	}
+}
+
+func TestPostgresOutboxValidate(t *testing.T) {
+	secret := awssecretsmanager.Secret_FromSecretNameV2(awscdk.NewStack(newTestApp(t), jsii.String("V"), nil), jsii.String("S"), jsii.String("db"))
+	ok := PostgresOutboxProps{DSN: "postgres://relay@db/app"}
+	if err := (Props{Name: "t", PostgresOutbox: &ok}).Validate(); err != nil {
+		t.Fatalf("a DSN alone: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		o    PostgresOutboxProps
+		want string
+	}{
+		{"no database", PostgresOutboxProps{}, "DatabaseSecret or DSN is required"},
+		{"both", PostgresOutboxProps{DSN: "x", DatabaseSecret: secret}, "both set"},
+		{"bad table", PostgresOutboxProps{DSN: "x", Table: "Outbox"}, `Table="Outbox"`},
+		{"bad sslmode", PostgresOutboxProps{DSN: "x", SSLMode: "yes"}, `SSLMode="yes"`},
+		{"database without vpc", PostgresOutboxProps{DSN: "x", Database: awsec2.NewConnections(nil)}, "Database needs Vpc"},
+		{"schedule too short", PostgresOutboxProps{DSN: "x", Schedule: 30 * time.Second}, "Schedule=30s"},
+		{"schedule not minutes", PostgresOutboxProps{DSN: "x", Schedule: 90 * time.Second}, "Schedule=1m30s"},
+		{"timeout too short", PostgresOutboxProps{DSN: "x", Timeout: 10 * time.Second}, "Timeout=10s"},
+		{"lease", PostgresOutboxProps{DSN: "x", Lease: time.Millisecond}, "Lease=1ms"},
+		{"attempts", PostgresOutboxProps{DSN: "x", MaxAttempts: -1}, "MaxAttempts=-1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			err := Props{Name: "t", PostgresOutbox: &o}.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := New(awscdk.NewStack(newTestApp(t), jsii.String("M"), nil), "Jobs", Props{Name: "m", WorkerAsset: assetPath,
+		PostgresOutbox: &PostgresOutboxProps{DSN: "x", Asset: "/nonexistent/pgrelay.zip"}}); err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("New with a missing relay asset = %v", err)
+	}
+}
