@@ -78,6 +78,8 @@ type Report struct {
 	Elapsed time.Duration
 	// Outbox is what the transactional outbox's two orders did.
 	Outbox *OutboxReport
+	// OutboxSkipped says why there is no PostgreSQL outbox row ("" when there is one).
+	OutboxSkipped string
 }
 
 // Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
@@ -170,6 +172,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	stopOutbox, outboxSkipped, err := demoPostgresOutbox(ctx, w, prod, track, opts.Logger) // outbox_pg.go
+	if err != nil {
+		return nil, err
+	}
+	defer stopOutbox()
 	fmt.Fprintf(w, "enqueued  %d jobs; running the poller, the worker, the local schedule dispatcher and the outbox relay…\n", track.count())
 	disp, err := schedule.NewDispatcher(schedule.DispatcherConfig{Scheduler: sch, SQS: client, Group: group,
 		Interval: time.Second, Now: clock, Logger: opts.Logger})
@@ -217,7 +224,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows()}
+	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {

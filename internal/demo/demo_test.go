@@ -3,6 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,8 +51,22 @@ func TestDemoEndToEnd(t *testing.T) {
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 		committedLabel:                                                {worker.OutcomeSucceeded, "", 1},
 	}
-	if len(rep.Rows) != 15 {
-		t.Fatalf("rows = %d, want 15", len(rep.Rows))
+	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
+	wantRows := 16
+	if rep.OutboxSkipped != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
+		}
+		t.Logf("no outbox row: %s", rep.OutboxSkipped)
+		wantRows = 15
+	} else {
+		want[outboxLabel] = struct {
+			outcome, reason string
+			attempts        int
+		}{worker.OutcomeSucceeded, "", 1}
+	}
+	if len(rep.Rows) != wantRows {
+		t.Fatalf("rows = %d, want %d", len(rep.Rows), wantRows)
 	}
 	var twins []string
 	for _, r := range rep.Rows {
@@ -125,7 +141,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if o := rep.Outbox; o == nil || len(o.RefusedFound) != 0 || o.Committed == "" || !strings.Contains(o.RefusedErr, "ConditionalCheckFailed") {
 		t.Errorf("outbox report %+v: want the refused order's job found nowhere", o)
 	}
-	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", "all 14 jobs settled", "transaction cancelled, the widget is sold out",
+	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", fmt.Sprintf("all %d jobs settled", wantRows-1), "transaction cancelled, the widget is sold out",
 		"is found nowhere: not in the outbox, no status record, never delivered", "its status in the table: scheduled", "moving the local dispatcher's clock"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())

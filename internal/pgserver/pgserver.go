@@ -55,7 +55,7 @@ type Server struct {
 	Port int
 	// BinDir is where its binaries came from.
 	BinDir string
-	// Version is what `postgres --version` printed.
+	// Version is the server's version, such as "PostgreSQL 15.18".
 	Version string
 
 	dir  string
@@ -135,7 +135,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if out, err := exec.Command(filepath.Join(bin, "postgres"), "--version").Output(); err == nil {
-		s.Version = strings.TrimSpace(string(out))
+		// "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)" → "PostgreSQL 15.18"
+		if f := strings.Fields(string(out)); len(f) >= 3 {
+			s.Version = "PostgreSQL " + f[2]
+		}
 	}
 	data := filepath.Join(dir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
