@@ -30,19 +30,51 @@ const (
 	databaseURLEnv = "DATABASE_URL"
 )
 
+func init() { registerOutbox(pgOutbox{}) } // the one line that hooks PostgreSQL into `sqsworker outbox`
+
+// pgOutbox is the PostgreSQL backend of `sqsworker outbox`: --dsn selects it.
+type pgOutbox struct{}
+
+// addFlags implements outboxBackend: --dsn and --outbox-table, on every outbox subcommand.
+func (pgOutbox) addFlags(cmd *cobra.Command) {
+	pf := cmd.PersistentFlags()
+	pf.String("dsn", "", "PostgreSQL outbox: the database's connection string (default: $"+outboxDSNEnv+", else $"+databaseURLEnv+")")
+	pf.String("outbox-table", pgoutbox.DefaultTable, "PostgreSQL outbox: the table, optionally schema-qualified")
+}
+
+// open implements outboxBackend: the PostgreSQL outbox when a DSN is given.
+func (pgOutbox) open(cmd *cobra.Command, _ *globals) (outbox.Inspector, string, bool, error) {
+	o := pgOptions(cmd)
+	if o.connString() == "" {
+		return nil, "", false, nil
+	}
+	ob, _, err := o.open(cmd.Context(), pgoutbox.Config{})
+	if err != nil {
+		return nil, "", true, err
+	}
+	// The handle lives as long as the command (the process).
+	return ob, "PostgreSQL table " + ob.Table(), true, nil
+}
+
+// commands implements outboxBackend: relay and migrate.
+func (pgOutbox) commands(g *globals) []*cobra.Command {
+	return []*cobra.Command{newOutboxRelayCmd(g), newOutboxMigrateCmd()}
+}
+
 // pgOutboxOptions are the flags that select a PostgreSQL outbox.
 type pgOutboxOptions struct {
 	dsn, table string
 }
 
-// addPGOutbox adds --dsn and --outbox-table to the outbox command and its relay and migrate
-// subcommands.
-func addPGOutbox(cmd *cobra.Command, g *globals) *pgOutboxOptions {
-	o := &pgOutboxOptions{}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.dsn, "dsn", "", "PostgreSQL outbox: the database's connection string (default: $"+outboxDSNEnv+", else $"+databaseURLEnv+")")
-	pf.StringVar(&o.table, "outbox-table", pgoutbox.DefaultTable, "PostgreSQL outbox: the table, optionally schema-qualified")
-	cmd.AddCommand(newOutboxRelayCmd(g, o), newOutboxMigrateCmd(o))
+// pgOptions reads --dsn and --outbox-table of a command under `outbox`.
+func pgOptions(cmd *cobra.Command) *pgOutboxOptions {
+	o := &pgOutboxOptions{table: pgoutbox.DefaultTable}
+	if f := cmd.Flags().Lookup("dsn"); f != nil {
+		o.dsn = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("outbox-table"); f != nil {
+		o.table = f.Value.String()
+	}
 	return o
 }
 
@@ -54,18 +86,6 @@ func (o *pgOutboxOptions) connString() string {
 		}
 	}
 	return ""
-}
-
-// inspector opens the PostgreSQL outbox when a DSN is given (ok), else reports !ok.
-func (o *pgOutboxOptions) inspector(ctx context.Context) (outbox.Inspector, func(), bool, error) {
-	if o.connString() == "" {
-		return nil, nil, false, nil
-	}
-	ob, db, err := o.open(ctx, pgoutbox.Config{})
-	if err != nil {
-		return nil, nil, true, err
-	}
-	return ob, func() { db.Close() }, true, nil
 }
 
 // open connects to the database and checks that the outbox table is there.
@@ -136,7 +156,7 @@ type relayOptions struct {
 	statsEvery                time.Duration
 }
 
-func newOutboxRelayCmd(g *globals, pg *pgOutboxOptions) *cobra.Command {
+func newOutboxRelayCmd(g *globals) *cobra.Command {
 	o := &relayOptions{}
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -160,7 +180,7 @@ must be the one the application's producer enqueued for (rows name their queue U
   sqsworker outbox relay --stack myapp --drain          # DSN from $SQSWORKER_OUTBOX_DSN or $DATABASE_URL`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runOutboxRelay(cmd, g, pg, o)
+			return runPGOutboxRelay(cmd, g, pgOptions(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -178,7 +198,7 @@ must be the one the application's producer enqueued for (rows name their queue U
 	return cmd
 }
 
-func runOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *relayOptions) error {
+func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *relayOptions) error {
 	ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 	stack, err := g.stackName(cmd)
 	if err != nil {
@@ -373,7 +393,7 @@ func (p *passPrinter) start() func() {
 	return func() { close(done); wg.Wait() }
 }
 
-func newOutboxMigrateCmd(pg *pgOutboxOptions) *cobra.Command {
+func newOutboxMigrateCmd() *cobra.Command {
 	var printOnly bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -386,6 +406,7 @@ migration tool (the same as pkg/outbox/pgoutbox/schema.sql for the default table
   sqsworker outbox migrate --outbox-table app.outbox --print > 0042_outbox.sql`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			pg := pgOptions(cmd)
 			if printOnly {
 				s, err := pgoutbox.SchemaSQL(pg.table)
 				if err != nil {

@@ -102,7 +102,7 @@ func TestOutboxPostgresCommands(t *testing.T) {
 	}
 	var listed struct {
 		Entries []struct {
-			JobID     string `json:"job_id"`
+			JobID     string `json:"id"`
 			LastError string `json:"last_error"`
 			Attempts  int    `json:"attempts"`
 		}
@@ -115,10 +115,10 @@ func TestOutboxPostgresCommands(t *testing.T) {
 	if out, _, code = cli("outbox", "show", ids[1]); code != 0 || !strings.Contains(out, "dead") || !strings.Contains(out, "not an envelope") {
 		t.Errorf("show: %d\n%s", code, out)
 	}
-	if _, errOut, code = cli("outbox", "show", "nope"); code != exitError || !strings.Contains(errOut, `no entry "nope"`) {
+	if _, errOut, code = cli("outbox", "show", "nope"); code != exitError || !strings.Contains(errOut, `no job "nope"`) {
 		t.Errorf("show unknown: %d %q", code, errOut)
 	}
-	if out, _, code = cli("outbox", "retry", ids[1]); code != 0 || !strings.Contains(out, "retried") {
+	if out, _, code = cli("outbox", "retry", ids[1]); code != 0 || !strings.Contains(out, "is due now") {
 		t.Errorf("retry: %d %q", code, out)
 	}
 	if e, err := ob.Get(ctx, ids[1]); err != nil || e.State != "pending" || e.Attempts != 0 {
@@ -177,8 +177,7 @@ func TestOutboxUsageErrors(t *testing.T) {
 	t.Setenv(outboxDSNEnv, "")
 	t.Setenv(databaseURLEnv, "")
 	checkUsageErrors(t, []usageCase{
-		{"outbox without command", []string{"outbox"}, "outbox needs a command: list, show, retry, relay or migrate"},
-		{"outbox unknown command", []string{"outbox", "peek"}, `unknown outbox command "peek"`},
+		{"outbox unknown command", []string{"outbox", "peek"}, `outbox takes no arguments, got ["peek"]`},
 		{"list without dsn", []string{"outbox", "list"}, "outbox needs --dsn"},
 		{"list bad state", []string{"outbox", "list", "--state", "sent", "--dsn", "postgres://x@127.0.0.1:9/x"}, `--state "sent": want pending or dead`},
 		{"list bad limit", []string{"outbox", "list", "--limit", "0", "--dsn", "postgres://x@127.0.0.1:9/x"}, "--limit 0"},

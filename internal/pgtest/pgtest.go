@@ -27,13 +27,20 @@ var (
 	once   sync.Once
 	server *pgserver.Server
 	err    error
+
+	durableOnce sync.Once
+	durable     *pgserver.Server
+	durableErr  error
 )
 
 // Main runs the tests and stops the shared server afterwards. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		if err := server.Stop(); err != nil {
+	for _, s := range []*pgserver.Server{server, durable} {
+		if s == nil {
+			continue
+		}
+		if err := s.Stop(); err != nil {
 			os.Stderr.WriteString("pgtest: " + err.Error() + "\n")
 		}
 	}
@@ -47,13 +54,29 @@ func Server(t testing.TB) *pgserver.Server {
 	once.Do(func() {
 		server, err = pgserver.Start(context.Background(), pgserver.Options{})
 	})
+	need(t, err)
+	return server
+}
+
+// DurableServer is Server with PostgreSQL's default durability (fsync and synchronous commit
+// on), for benchmarks; a second cluster, also stopped by Main.
+func DurableServer(t testing.TB) *pgserver.Server {
+	t.Helper()
+	durableOnce.Do(func() {
+		durable, durableErr = pgserver.Start(context.Background(), pgserver.Options{Durable: true})
+	})
+	need(t, durableErr)
+	return durable
+}
+
+func need(t testing.TB, err error) {
+	t.Helper()
 	if err != nil {
 		if errors.Is(err, pgserver.ErrNotInstalled) && os.Getenv("CI") != "true" {
 			t.Skipf("pgtest: %v", err)
 		}
 		t.Fatalf("pgtest: PostgreSQL is needed (CI=%q): %v", os.Getenv("CI"), err)
 	}
-	return server
 }
 
 // Database creates an empty database on the shared server for this test and returns its DSN

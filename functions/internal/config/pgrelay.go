@@ -11,19 +11,19 @@ import (
 )
 
 // Environment variables of the PostgreSQL outbox relay (functions/pgrelay), beside
-// SQSWORKER_QUEUE_URL, SQSWORKER_TABLE, SQSWORKER_LOG_LEVEL, SQSWORKER_DEADLINE_MARGIN and
-// SQSWORKER_SCHEDULE_GROUP.
+// SQSWORKER_QUEUE_URL, SQSWORKER_TABLE, SQSWORKER_LOG_LEVEL, SQSWORKER_DEADLINE_MARGIN,
+// SQSWORKER_SCHEDULE_GROUP and those it shares with the DynamoDB outbox's relay (relay.go):
+// SQSWORKER_OUTBOX_TABLE (here a PostgreSQL table), SQSWORKER_OUTBOX_LEASE,
+// SQSWORKER_OUTBOX_MAX_ATTEMPTS and the scheduler's SQSWORKER_QUEUE_ARN,
+// SQSWORKER_SCHEDULER_ROLE_ARN and SQSWORKER_SCHEDULER_DLQ_ARN.
 const (
-	EnvOutboxDSN         = "SQSWORKER_OUTBOX_DSN"
-	EnvOutboxSecretARN   = "SQSWORKER_OUTBOX_SECRET_ARN"
-	EnvOutboxSSLMode     = "SQSWORKER_OUTBOX_SSLMODE"
-	EnvOutboxTable       = "SQSWORKER_OUTBOX_TABLE"
-	EnvOutboxBatchSize   = "SQSWORKER_OUTBOX_BATCH_SIZE"
-	EnvOutboxLease       = "SQSWORKER_OUTBOX_LEASE"
-	EnvOutboxMaxAttempts = "SQSWORKER_OUTBOX_MAX_ATTEMPTS"
-	EnvQueueARN          = "SQSWORKER_QUEUE_ARN"
-	EnvSchedulerRoleARN  = "SQSWORKER_SCHEDULER_ROLE_ARN"
-	EnvSchedulerDLQARN   = "SQSWORKER_SCHEDULER_DLQ_ARN"
+	EnvOutboxDSN       = "SQSWORKER_OUTBOX_DSN"
+	EnvOutboxSecretARN = "SQSWORKER_OUTBOX_SECRET_ARN"
+	EnvOutboxSSLMode   = "SQSWORKER_OUTBOX_SSLMODE"
+	EnvOutboxBatchSize = "SQSWORKER_OUTBOX_BATCH_SIZE"
+	// EnvOutboxLease and EnvOutboxMaxAttempts are relay.go's EnvLease and EnvMaxAttempts.
+	EnvOutboxLease       = EnvLease
+	EnvOutboxMaxAttempts = EnvMaxAttempts
 )
 
 // Defaults of the relay's settings.

@@ -121,6 +121,7 @@ type sent struct {
 	JobID, Group string
 	Body         string
 	Call         int64
+	At           time.Time // when SQS (the fake, or next) had accepted it
 }
 
 // countingSQS accepts every SendMessageBatch entry (unless reject says otherwise) and records
@@ -145,6 +146,7 @@ func (f *countingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 	out := &sqs.SendMessageBatchOutput{}
 	pass := *in
 	pass.Entries = nil
+	var accepted []sent
 	f.mu.Lock()
 	for _, e := range in.Entries {
 		env, err := jobs.ParseEnvelope(aws.ToString(e.MessageBody))
@@ -161,7 +163,7 @@ func (f *countingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 				Message: aws.String("rejected by the test"), SenderFault: true})
 			continue
 		}
-		f.accepted = append(f.accepted, sent{JobID: env.ID, Group: aws.ToString(e.MessageGroupId), Body: aws.ToString(e.MessageBody), Call: n})
+		accepted = append(accepted, sent{JobID: env.ID, Group: aws.ToString(e.MessageGroupId), Body: aws.ToString(e.MessageBody), Call: n})
 		pass.Entries = append(pass.Entries, e)
 		if f.next == nil {
 			out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("m-%d-%s", n, aws.ToString(e.Id)))})
@@ -176,6 +178,13 @@ func (f *countingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 		out.Successful = append(out.Successful, res.Successful...)
 		out.Failed = append(out.Failed, res.Failed...)
 	}
+	now := time.Now()
+	f.mu.Lock()
+	for i := range accepted {
+		accepted[i].At = now
+	}
+	f.accepted = append(f.accepted, accepted...)
+	f.mu.Unlock()
 	return out, nil
 }
 
