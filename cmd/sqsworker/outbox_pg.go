@@ -265,6 +265,19 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 	if err != nil {
 		return err
 	}
+	prods := []*producer.Producer{prod}
+	if c.local {
+		// Emulators answer GetQueueUrl with a host of their own (the embedded one always says
+		// localhost:4566), which resolveStack rewrote to the endpoint's: rows an application
+		// wrote with the URL as the emulator gave it name that form. Serve both.
+		if raw, err := queueURL(ctx, c, refs.QueueName); err == nil && raw != refs.QueueURL {
+			rcfg := pcfg
+			rcfg.QueueURL = raw
+			if p2, err := producer.New(rcfg); err == nil {
+				prods = append(prods, p2)
+			}
+		}
+	}
 	ob, db, err := pg.open(ctx, pgoutbox.Config{})
 	if err != nil {
 		return err
@@ -273,7 +286,7 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	pr := &passPrinter{w: stdout, every: o.statsEvery}
-	rcfg := outbox.RelayConfig{Producers: []*producer.Producer{prod}, ID: o.id, BatchSize: o.batchSize, Lease: o.lease,
+	rcfg := outbox.RelayConfig{Producers: prods, ID: o.id, BatchSize: o.batchSize, Lease: o.lease,
 		MaxAttempts: o.maxAttempts, PollInterval: o.pollInterval, Logger: logger, OnPass: pr.add}
 	wake := fmt.Sprintf("woken by NOTIFY on channel %s, polling every %v", ob.Channel(), o.pollInterval)
 	if o.pollOnly {
