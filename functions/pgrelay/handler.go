@@ -30,7 +30,7 @@ import (
 )
 
 // Metric names of the EMF line each invocation writes (namespace sqsworker, dimensions Service
-// and Outbox: the function's name and the outbox table). infra/jobqueue's PostgresOutbox alarms
+// and Table: the function's name and the outbox table). infra/jobqueue's PostgresOutbox alarms
 // on OutboxDeadRows and OutboxRelayErrors.
 const (
 	metricNamespace   = "sqsworker"
@@ -259,7 +259,7 @@ func (h *handler) writeMetrics(s summary, relayErr, counted bool) {
 		Unit string `json:"Unit"`
 	}
 	values := map[string]any{
-		"Service": h.service, "Outbox": h.ob.Table(),
+		"Service": h.service, "Table": h.ob.Table(),
 		metricSent: s.Sent, metricFailed: s.Failed, metricDead: s.Dead, metricErrors: boolCount(relayErr),
 	}
 	ms := []metric{{metricSent, "Count"}, {metricFailed, "Count"}, {metricDead, "Count"}, {metricErrors, "Count"}}
@@ -270,7 +270,7 @@ func (h *handler) writeMetrics(s summary, relayErr, counted bool) {
 	values["_aws"] = map[string]any{
 		"Timestamp": h.now().UnixMilli(),
 		"CloudWatchMetrics": []map[string]any{{
-			"Namespace": metricNamespace, "Dimensions": [][]string{{"Service", "Outbox"}}, "Metrics": ms,
+			"Namespace": metricNamespace, "Dimensions": [][]string{{"Service", "Table"}}, "Metrics": ms,
 		}},
 	}
 	b, err := json.Marshal(values)

@@ -117,7 +117,7 @@ func emf(t *testing.T, b *bytes.Buffer) map[string]any {
 		t.Fatal(err)
 	}
 	aws := doc["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
-	if aws["Namespace"] != "sqsworker" || doc["Service"] != "test-relay" || doc["Outbox"] != "sqsworker_outbox" {
+	if aws["Namespace"] != "sqsworker" || doc["Service"] != "test-relay" || doc["Table"] != "sqsworker_outbox" {
 		t.Errorf("EMF document: %s", lines[0])
 	}
 	b.Reset()

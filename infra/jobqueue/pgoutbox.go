@@ -51,7 +51,7 @@ const (
 )
 
 // The relay's EMF metrics (functions/pgrelay): namespace MetricsNamespace, dimensions Service
-// (the function's name) and Outbox (the table).
+// (the function's name) and Table (the outbox table).
 const (
 	MetricOutboxDeadRows     = "OutboxDeadRows"
 	MetricOutboxRelayErrors  = "OutboxRelayErrors"
@@ -322,7 +322,7 @@ func (jq *JobQueue) postgresOutbox() {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace:     jsii.String(metricsNamespaceOfRelays),
 			MetricName:    jsii.String(name),
-			DimensionsMap: &map[string]*string{"Service": po.Function.FunctionName(), "Outbox": jsii.String(o.Table)},
+			DimensionsMap: &map[string]*string{"Service": po.Function.FunctionName(), "Table": jsii.String(o.Table)},
 			Statistic:     jsii.String(stat),
 			Period:        awscdk.Duration_Minutes(jsii.Number(5)),
 		})

@@ -112,7 +112,7 @@ func TestPostgresOutboxAlarms(t *testing.T) {
 		check(t, func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 				"AlarmName": AlarmName("pg", name), "Namespace": "sqsworker", "MetricName": metric,
-				"Dimensions":   assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "Outbox", "Value": "app.outbox"}}),
+				"Dimensions":   assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "Table", "Value": "app.outbox"}}),
 				"AlarmActions": assertions.Match_AnyValue(),
 			})
 		})
