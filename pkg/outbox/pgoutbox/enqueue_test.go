@@ -227,3 +227,31 @@ func TestNewAndEnqueueTxReject(t *testing.T) {
 		t.Errorf("Claim without a DB = %v", err)
 	}
 }
+
+// Delete removes a row a person gave up on; Counts counts pending and dead rows.
+func TestDeleteAndCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newProducer(t, &countingSQS{}, stdURL)
+	o, db, _ := newOutbox(t, pgoutbox.Config{Producer: p})
+	if c, err := o.Counts(ctx); err != nil || c.Pending != 0 || c.Dead != 0 || !c.OldestPending.IsZero() {
+		t.Fatalf("empty: %+v, %v", c, err)
+	}
+	ids := enqueue(t, db, o, 3)
+	if _, err := db.Exec(`UPDATE `+o.Table()+` SET state = 'dead' WHERE id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Counts(ctx)
+	if err != nil || c.Pending != 2 || c.Dead != 1 || c.OldestPending.IsZero() {
+		t.Errorf("counts %+v, %v", c, err)
+	}
+	if err := o.Delete(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Get(ctx, ids[0]); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("Get after Delete = %v", err)
+	}
+	if err := o.Delete(ctx, ids[0]); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("Delete twice = %v, want ErrNotFound", err)
+	}
+}

@@ -119,7 +119,7 @@ func TestListenerReconnects(t *testing.T) {
 	defer cancel()
 	o, db, dsn := newOutbox(t, pgoutbox.Config{})
 	l, err := pgxoutbox.NewListener(pgxoutbox.ListenerConfig{ConnString: dsn + "&application_name=outbox-listener-test",
-		Channel: o.Channel(), RetryDelay: 20 * time.Millisecond, Logger: quiet()})
+		Channel: o.Channel(), RetryDelay: 20 * time.Millisecond, PingInterval: 50 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +141,10 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatal("no signal after the listener's connection was killed")
 	}
 	waitFor(t, "a new listener connection", func() bool { p := listenerPID(); return p != 0 && p != first })
+	time.Sleep(300 * time.Millisecond) // several idle ping cycles: the connection stays, and listens
+	if p := listenerPID(); p == first || p == 0 {
+		t.Fatalf("listener backend %d after the pings", p)
+	}
 	if _, err := db.Exec(`SELECT pg_notify($1, '')`, o.Channel()); err != nil {
 		t.Fatal(err)
 	}
