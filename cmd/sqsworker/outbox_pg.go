@@ -261,6 +261,12 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 		}
 		fmt.Fprintf(stderr, "sqsworker: warning: no EventBridge Scheduler for %s: they will fail and end dead: %v\n", what, rerr)
 	}
+	// Jobs larger than an SQS message go through the stack's payload bucket, when it has one.
+	if st, err := payloadStore(ctx, c, g, stack); err != nil {
+		fmt.Fprintf(stderr, "sqsworker: warning: no payload bucket for jobs larger than an SQS message: they will fail and end dead: %v\n", err)
+	} else if st != nil {
+		pcfg.Payload = st
+	}
 	prod, err := producer.New(pcfg)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -24,6 +25,7 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -82,6 +84,13 @@ func newHandler(ctx context.Context, cfg config.PGRelay, awsCfg aws.Config, logg
 			return nil, err
 		}
 		pcfg.Scheduler = sc
+	}
+	if cfg.PayloadBucket != "" {
+		st, err := payload.New(payload.Config{S3: s3.NewFromConfig(awsCfg), Bucket: cfg.PayloadBucket})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
+		}
+		pcfg.Payload = st
 	}
 	prod, err := producer.New(pcfg)
 	if err != nil {

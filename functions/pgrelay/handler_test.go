@@ -22,6 +22,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
@@ -250,3 +251,63 @@ func TestDatabaseFromSecret(t *testing.T) {
 		t.Errorf("a secret in another format: %v", err)
 	}
 }
+
+// A job larger than an SQS message, committed through a producer with a payload store, is sent
+// by the relay through SQSWORKER_PAYLOAD_BUCKET: the message is a pointer to the S3 object.
+func TestInvokeSendsLargeJobsThroughThePayloadBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	b := awslocaltest.Backend(t)
+	bucket, err := awslocal.ProvisionBucket(ctx, b.S3(), awslocal.UniqueName("pgrelay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := payload.New(payload.Config{S3: b.S3(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := producer.New(producer.Config{SQS: f.client, QueueURL: f.url, Payload: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := pgoutbox.New(pgoutbox.Config{DB: f.db, Producer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1200<<10)
+	m, err := ob.EnqueueTx(ctx, tx, bigJob{Data: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	h := f.handler(t, map[string]string{config.EnvPayloadBucket: bucket}, &metrics)
+	ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := h.Invoke(ictx, nil)
+	if err != nil || !strings.Contains(string(out), `"sent":1`) {
+		t.Fatalf("Invoke = %s, %v", out, err)
+	}
+	r, err := f.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.url), WaitTimeSeconds: 5,
+		MessageAttributeNames: []string{"All"}})
+	if err != nil || len(r.Messages) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(r.Messages))
+	}
+	msg := r.Messages[0]
+	if _, ok := msg.MessageAttributes[payload.SizeAttribute]; !ok || !payload.MaybePointer(aws.ToString(msg.Body)) {
+		t.Errorf("message for job %s is not a payload pointer: %.200s (attributes %v)", m.ID, aws.ToString(msg.Body), msg.MessageAttributes)
+	}
+}
+
+type bigJob struct {
+	Data string `json:"data"`
+}
+
+func (bigJob) Kind() string { return "blob.store" }

@@ -256,6 +256,9 @@ func (jq *JobQueue) postgresOutbox() {
 	if o.LogLevel != "" {
 		env[EnvLogLevel] = jsii.String(o.LogLevel)
 	}
+	if jq.PayloadBucket != nil {
+		env[EnvPayloadBucket] = jq.PayloadBucket.BucketName() // GrantEnqueue gives s3:PutObject on it
+	}
 	if jq.ScheduleGroup != nil {
 		env[EnvScheduleGroup] = jq.ScheduleGroup.ScheduleGroupName()
 		env[EnvQueueARN] = jq.Queue.QueueArn()

@@ -130,15 +130,22 @@ func TestPostgresOutboxAlarms(t *testing.T) {
 	})
 }
 
-// cdk-nag over the construct's resources (the test's own VPC and secret are not the construct's).
+// cdk-nag over the construct's resources (the test's own VPC and secret are not the construct's),
+// alone and beside a payload bucket (whose grants add suppressions to the relay's policy too).
 func TestPostgresOutboxNag(t *testing.T) {
+	for _, payloads := range []bool{false, true} {
+		pgNag(t, payloads)
+	}
+}
+
+func pgNag(t *testing.T, payloads bool) {
 	app := newTestApp(t)
 	stack := awscdk.NewStack(app, jsii.String("PgNag"), nil)
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{MaxAzs: jsii.Number(2), NatGateways: jsii.Number(0)})
 	vpc.AddFlowLog(jsii.String("FlowLog"), nil)
 	secret := awssecretsmanager.Secret_FromSecretCompleteArn(stack, jsii.String("DatabaseSecret"),
 		jsii.String("arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf"))
-	if _, err := New(stack, "Jobs", Props{Name: "pgnag", WorkerAsset: assetPath, PostgresOutbox: &PostgresOutboxProps{
+	if _, err := New(stack, "Jobs", Props{Name: "pgnag", WorkerAsset: assetPath, PayloadBucket: payloads, PostgresOutbox: &PostgresOutboxProps{
 		Asset: assetPath, DatabaseSecret: secret, Vpc: vpc, VpcSubnets: &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
 	}}); err != nil {
 		t.Fatal(err)
@@ -146,8 +153,28 @@ func TestPostgresOutboxNag(t *testing.T) {
 	awscdk.Aspects_Of(stack).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	ann := assertions.Annotations_FromStack(stack)
 	for _, m := range *ann.FindError(jsii.String("/PgNag/Jobs/*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
-		t.Errorf("error %s: %v", *m.Id, m.Entry.Data)
+		t.Errorf("payloads %v: error %s: %v", payloads, *m.Id, m.Entry.Data)
 	}
+}
+
+// With a payload bucket, the relay knows it (GrantEnqueue lets it write there).
+func TestPostgresOutboxPayloadBucket(t *testing.T) {
+	tmpl := assertions.Template_FromStack(func() awscdk.Stack {
+		stack := awscdk.NewStack(newTestApp(t), jsii.String("PgPayload"), nil)
+		if _, err := New(stack, "Jobs", Props{Name: "pgp", WorkerAsset: assetPath, PayloadBucket: true,
+			PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DSN: "postgres://relay@db/app"}}); err != nil {
+			t.Fatal(err)
+		}
+		return stack
+	}(), nil)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+				EnvOutboxDSN:     "postgres://relay@db/app",
+				EnvPayloadBucket: map[string]any{"Ref": assertions.Match_AnyValue()},
+			})},
+		})
+	})
 }
 
 func TestPostgresOutboxValidate(t *testing.T) {

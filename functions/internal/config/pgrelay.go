@@ -60,6 +60,9 @@ type PGRelay struct {
 	MaxAttempts int
 	// DeadlineMargin is kept free before the invocation's deadline. Defaults to 12 s.
 	DeadlineMargin time.Duration
+	// PayloadBucket is the S3 bucket of jobs larger than SQS allows (pkg/payload): such a row's
+	// envelope is written there when it is sent. Empty: such rows fail, and end dead.
+	PayloadBucket string
 	// ScheduleGroup, QueueARN, SchedulerRoleARN and SchedulerDLQARN set up EventBridge Scheduler
 	// for jobs delayed beyond 15 minutes (any delay on a FIFO queue): all of the first three, or
 	// none (such jobs then fail, and end dead with the reason). SchedulerDLQARN is optional.
@@ -88,6 +91,7 @@ func LoadPGRelay(getenv func(string) string) (PGRelay, error) {
 		QueueARN:         env(EnvQueueARN),
 		SchedulerRoleARN: env(EnvSchedulerRoleARN),
 		SchedulerDLQARN:  env(EnvSchedulerDLQARN),
+		PayloadBucket:    env(EnvPayloadBucket),
 	}
 	if c.QueueURL == "" && env(EnvQueueURL) == "" {
 		errs = append([]error{fmt.Errorf("%s is required: the URL of the queue the outbox's jobs are sent to", EnvQueueURL)}, errs...)

@@ -51,8 +51,8 @@ func TestLoadPGRelay(t *testing.T) {
 		})
 	}
 	c, err = LoadPGRelay(get(map[string]string{EnvScheduleGroup: "g", EnvQueueARN: "arn:aws:sqs:us-east-1:123456789012:jobs",
-		EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r", EnvOutboxTable: "app.outbox"}))
-	if err != nil || c.ScheduleGroup != "g" || c.OutboxTable != "app.outbox" {
+		EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r", EnvOutboxTable: "app.outbox", EnvPayloadBucket: "big"}))
+	if err != nil || c.ScheduleGroup != "g" || c.OutboxTable != "app.outbox" || c.PayloadBucket != "big" {
 		t.Errorf("scheduler settings: %+v, %v", c, err)
 	}
 }
