@@ -93,7 +93,7 @@ type Outbox struct {
 	// keys remembers the key of every entry this Outbox claimed until it is completed: a FIFO
 	// entry's key is not derived from its id.
 	keysMu sync.Mutex
-	keys   map[string]key
+	keys   map[string]claimRef
 }
 
 var (
@@ -123,7 +123,7 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Outbox{cfg: cfg, keys: map[string]key{}}, nil
+	return &Outbox{cfg: cfg, keys: map[string]claimRef{}}, nil
 }
 
 // Table returns the outbox table's name.
@@ -260,7 +260,7 @@ func (o *Outbox) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsIn
 	if err := o.CheckTransaction(tx.TransactItems); err != nil {
 		return nil, fmt.Errorf("dynamooutbox: %w", err)
 	}
-	out, err := o.cfg.Client.TransactWriteItems(ctx, tx)
+	out, err := o.cfg.Client.TransactWriteItems(ctx, tx, keepConnection)
 	if err != nil {
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
