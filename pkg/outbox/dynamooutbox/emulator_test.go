@@ -385,7 +385,8 @@ func (c *countingSQS) counts() map[string]int {
 }
 
 // The stream relay (fed by the local stream poller) and a sweeper race over 1,000 jobs: each is
-// sent exactly once, counted at SQS and in the queue. The emulator's transactions emit no stream
+// sent exactly once, counted at SQS and in the queue, and both paths sent some (counted by what
+// each reports: StreamRelayConfig.OnBatch, RelayConfig.OnPass), n in all. The emulator's transactions emit no stream
 // records (docs/OUTBOX.md), so the jobs' outbox items are written here with PutItem, the item the
 // transaction would write: the stream then carries what it carries on AWS.
 func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
@@ -394,8 +395,10 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	e := newEnv(t, false, dynamooutbox.Config{Status: noStatus{}})
 	api := &countingSQS{SQSAPI: e.sqs}
 	lease := 10 * time.Minute // longer than any pass: only the claim decides
+	var streamSent, sweepSent atomic.Int64
 	streamRelay := e.relay("stream", nil, api, outbox.RelayConfig{Lease: lease})
-	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: e.ob, Relay: streamRelay, Lease: lease, Logger: quiet()})
+	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: e.ob, Relay: streamRelay, Lease: lease, Logger: quiet(),
+		OnBatch: func(st outbox.Stats) { streamSent.Add(int64(st.Sent)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +412,8 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := e.relay("sweeper", nil, api, outbox.RelayConfig{Lease: lease, BatchSize: 25, PollInterval: time.Millisecond})
+	sweeper := e.relay("sweeper", nil, api, outbox.RelayConfig{Lease: lease, BatchSize: 25, PollInterval: time.Millisecond,
+		OnPass: func(st outbox.Stats) { sweepSent.Add(int64(st.Sent)) }})
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { sp.Run(ctx) })
@@ -460,6 +464,9 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if st.Invocations == 0 {
 		t.Errorf("the stream relay was never invoked: %+v", st)
 	}
+	if s, w := streamSent.Load(), sweepSent.Load(); s == 0 || w == 0 || s+w != n {
+		t.Errorf("the stream relay sent %d and the sweeper %d: want both > 0, %d in all", s, w, n)
+	}
 	got := e.drainQueue(n)
 	seen := map[string]int{}
 	for _, env := range got {
@@ -468,7 +475,7 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if len(seen) != n || len(got) != n {
 		t.Errorf("queue: %d messages of %d distinct jobs, want %d of %d", len(got), len(seen), n, n)
 	}
-	t.Logf("stream poller: %+v", st)
+	t.Logf("stream poller: %+v; sent by the stream relay %d, by the sweeper %d", st, streamSent.Load(), sweepSent.Load())
 }
 
 // noStatus, as newEnv's Config.Status, means no status records (newEnv's default is the env's
