@@ -59,7 +59,9 @@ type Config struct {
 	Status StatusWriter
 	// SweepAfter is how long a job written less than that long ago is left to the stream relay:
 	// Claim (the sweeper's path) takes a job that was never attempted only once it is that old.
-	// Retries, jobs released from a FIFO group and retried dead jobs are due at once. Set it to
+	// Retries, jobs released from a FIFO group, deferred jobs and retried dead jobs are due as
+	// soon as their available_at has passed (each of those writes moves it off created_at, which
+	// is how a job not tried yet is told apart). Set it to
 	// a little more than the stream relay's usual delay (a minute on AWS) where a stream relay
 	// runs, and leave it 0 where the sweeper is the only relay. Defaults to 0.
 	SweepAfter time.Duration
