@@ -283,10 +283,11 @@ func newOutboxRetryCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry JOB",
 		Short: "Make a dead (or pending) job due now, with its attempts reset",
-		Long: `retry makes one job of the outbox due at once, with its attempts reset to 0 and any
-claim cleared: a dead job comes back to life, and the relay's next pass (at most a minute on
-AWS, where the sweeper runs every minute) sends it. The job keeps its id, so the worker's
-idempotency still runs it once.`,
+		Long: `retry makes one job of the outbox due at once, with its attempts reset to 0: a dead job
+comes back to life, and the relay's next pass (at most a minute on AWS, where the sweeper runs
+every minute) sends it. The job keeps its id, so the worker's idempotency still runs it once.
+A pending job that a relay has claimed is being sent: retry refuses it until the claim ends
+(clearing it would make that relay's write-back fail and the job be sent twice).`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			insp, where, err := openOutbox(cmd, g)
@@ -296,6 +297,9 @@ idempotency still runs it once.`,
 			err = insp.Retry(cmd.Context(), args[0])
 			if errors.Is(err, outbox.ErrNotFound) {
 				return fmt.Errorf("no job %q in the outbox (%s)", args[0], where)
+			}
+			if errors.Is(err, outbox.ErrClaimed) {
+				return fmt.Errorf("not retried: %w", err)
 			}
 			if err != nil {
 				return err

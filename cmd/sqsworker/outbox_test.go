@@ -80,10 +80,20 @@ func TestOutboxGolden(t *testing.T) {
 	tr.must("outbox", "list", "-o", "json")
 	tr.run("", "outbox", "show", "01JD5Q2Y7V3M8K4N6P0R2T4W6X")
 	tr.run("", "outbox", "list", "--state", "sent")
-	tr.check("outbox")
 	e, err := ob.Get(ctx, ids[1])
 	if err != nil || e.State != outbox.StatePending || e.Attempts != 0 {
 		t.Errorf("after retry: %+v, %v", e, err)
+	}
+	// A relay claims the retried job: retry refuses it while the claim is live (clearing the
+	// claim would make that relay's write-back fail, and the job be sent twice).
+	later := time.Now()
+	if claimed, err = ob.Claim(ctx, outbox.Claim{Owner: "relay-2", Max: 10, Now: later, Until: later.Add(time.Hour)}); err != nil || len(claimed) != 2 {
+		t.Fatalf("second claim: %v, %v", claimed, err)
+	}
+	tr.run("", "outbox", "retry", ids[1])
+	tr.check("outbox")
+	if e, err := ob.Get(ctx, ids[1]); err != nil || e.LockedBy != "relay-2" || e.Attempts != 1 {
+		t.Errorf("after a refused retry: %+v, %v; want relay-2's claim untouched", e, err)
 	}
 	// A stack without an outbox table.
 	tr2 := newTranscript(t, newStack(t, "nobox", false))

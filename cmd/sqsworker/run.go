@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/internal/lambdarun"
@@ -159,11 +160,9 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		queueURL, dlqURL, queueARN = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL), st.QueueARN
 	} else {
 		c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()}
-		refs, err := resolveStack(ctx, c, stack, o.fifo, needQueue|needDLQ|needTable)
-		if err != nil {
+		if queueURL, dlqURL, table, queueARN, err = resolveRunStack(ctx, c, stack, o.fifo); err != nil {
 			return err
 		}
-		queueURL, dlqURL, table = refs.QueueURL, refs.DLQURL, refs.Table
 	}
 	fmt.Fprintf(stdout, "endpoint  %s (%s)\n", b.URL, b.Kind)
 	fmt.Fprintf(stdout, "queue     %s\n", queueURL)
@@ -241,6 +240,24 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	}
 	fmt.Fprintln(stderr, "stopped")
 	return nil
+}
+
+// resolveRunStack finds the stack at an endpoint for run: its queue, DLQ and job table, and the
+// queue's ARN (one GetQueueAttributes call), without which the outbox relay could not deliver
+// delays through the stack's schedule group.
+func resolveRunStack(ctx context.Context, c *awsClients, stack string, fifo bool) (queueURL, dlqURL, table, queueARN string, err error) {
+	refs, err := resolveStack(ctx, c, stack, fifo, needQueue|needDLQ|needTable)
+	if err != nil {
+		return "", "", "", "", err
+	}
+	attrs, err := queueAttributes(ctx, c.sqs, refs.QueueURL, sqstypes.QueueAttributeNameQueueArn)
+	if err != nil {
+		return "", "", "", "", fmt.Errorf("read the attributes of queue %s: %w", refs.QueueName, err)
+	}
+	if queueARN = attrs[string(sqstypes.QueueAttributeNameQueueArn)]; queueARN == "" {
+		return "", "", "", "", fmt.Errorf("queue %s on %s has no QueueArn attribute", refs.QueueName, c.where)
+	}
+	return refs.QueueURL, refs.DLQURL, refs.Table, queueARN, nil
 }
 
 // buildFunction builds the main package dir into out/bootstrap for this machine.

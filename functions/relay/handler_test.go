@@ -84,8 +84,8 @@ func TestRelayFunctionStreamAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res SweepResult
-	if err := json.Unmarshal(out, &res); err != nil || res.Sent != 1 || res.Claimed != 1 {
-		t.Fatalf("sweep: %s, %v; want the second job sent", out, err)
+	if err := json.Unmarshal(out, &res); err != nil || res.Sent != 1 || res.Claimed != 1 || res.DeadJobs != 0 {
+		t.Fatalf("sweep: %s, %v; want the second job sent, no dead job", out, err)
 	}
 	got := map[string]bool{}
 	deadline := time.Now().Add(30 * time.Second)
@@ -109,10 +109,47 @@ func TestRelayFunctionStreamAndSweep(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("EMF lines: %q, want one per invocation", lines)
 	}
-	for _, l := range lines {
+	for i, l := range lines {
 		var doc map[string]any
 		if err := json.Unmarshal([]byte(l), &doc); err != nil || doc["OutboxSent"] != 1.0 || doc["Table"] != table || doc["Service"] != "relay" || doc["_aws"] == nil {
 			t.Errorf("EMF document %s (%v)", l, err)
+		}
+		// The sweep's document carries the dead-job gauge; a stream batch's does not.
+		if _, gauge := doc["OutboxDeadJobs"]; gauge != (i == 1) || i == 1 && doc["OutboxDeadJobs"] != 0.0 {
+			t.Errorf("EMF document %d: OutboxDeadJobs %v (present %v)", i, doc["OutboxDeadJobs"], gauge)
+		}
+	}
+	// A job that dies (here: a job for a queue no producer of the relay serves, with
+	// MaxAttempts 1) is counted by every later sweep, which claims nothing: the gauge stands.
+	other, err := producer.New(producer.Config{SQS: client, QueueURL: stack.DLQURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := ob.Prepare(ctx, other, mailArgs{To: "nowhere@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Transact(ctx, nil, doomed); err != nil {
+		t.Fatal(err)
+	}
+	h1, err := newHandler(b.DynamoDB(), config.Relay{OutboxTable: table, QueueURL: stack.QueueURL, MaxAttempts: 1, Lease: time.Minute},
+		[]*producer.Producer{p}, slog.New(slog.NewTextHandler(io.Discard, nil)), &metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sweep := range 3 {
+		metrics.Reset()
+		out, err := h1.Invoke(ctx, []byte(`{"mode":"sweep"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res SweepResult
+		if err := json.Unmarshal(out, &res); err != nil || res.DeadJobs != 1 || (sweep == 0) != (res.Dead == 1) {
+			t.Errorf("sweep %d: %s, %v; want 1 dead job, dying in the first sweep", sweep, out, err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(metrics.Bytes(), &doc); err != nil || doc["OutboxDeadJobs"] != 1.0 {
+			t.Errorf("sweep %d: EMF %s (%v); want OutboxDeadJobs 1", sweep, metrics.String(), err)
 		}
 	}
 	if _, err := h.Invoke(ctx, []byte(`{"hello":1}`)); err == nil || !strings.Contains(err.Error(), "unknown invocation") {

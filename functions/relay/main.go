@@ -15,7 +15,10 @@
 // SQSWORKER_QUEUE_ARN, SQSWORKER_SCHEDULER_ROLE_ARN, SQSWORKER_SCHEDULER_DLQ_ARN, for delays
 // beyond 15 minutes) are optional. Every missing or invalid setting is reported on its own line on
 // stderr, and the process exits with status 1. Metrics (EMF, namespace sqsworker, dimensions
-// Service=relay and Table): OutboxClaimed, OutboxSent, OutboxFailed, OutboxDead, OutboxReleased.
+// Service=relay and Table): per batch and per sweep that claimed anything, the counts
+// OutboxClaimed, OutboxSent, OutboxFailed, OutboxDead (jobs that died in it), OutboxReleased and
+// OutboxDeferred; after every sweep, the gauge OutboxDeadJobs (how many dead jobs the table holds),
+// which the stack's dead-job alarm watches.
 package main
 
 import (
@@ -88,11 +91,12 @@ func newHandler(ddb dynamooutbox.DynamoDBAPI, cfg config.Relay, producers []*pro
 	if err != nil {
 		return nil, err
 	}
-	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: ob, Relay: relay, Lease: cfg.Lease, Logger: logger, OnBatch: m.write})
+	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: ob, Relay: relay, Lease: cfg.Lease, Logger: logger,
+		OnBatch: func(st outbox.Stats) { m.write(st, -1) }})
 	if err != nil {
 		return nil, err
 	}
 	logger.Info("sqsworker outbox relay ready", slog.String("table", cfg.OutboxTable), slog.String("queue_url", cfg.QueueURL),
 		slog.Duration("sweep_after", cfg.SweepAfter), slog.Int("max_attempts", cfg.MaxAttempts), slog.Bool("scheduling", cfg.Scheduling()))
-	return &handler{stream: sr, relay: relay, metrics: m, logger: logger}, nil
+	return &handler{outbox: ob, stream: sr, relay: relay, metrics: m, logger: logger}, nil
 }

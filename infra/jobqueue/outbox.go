@@ -137,8 +137,13 @@ func (o OutboxProps) validate() []error {
 	return errs
 }
 
-// OutboxTableName and OutboxFailuresQueueName mirror pkg/awslocal.
-func OutboxTableName(name string) string         { return name + "-outbox" }
+// OutboxTableName is the outbox table of the stack named name, "<name>-outbox" (it mirrors
+// pkg/awslocal.OutboxTableName).
+func OutboxTableName(name string) string { return name + "-outbox" }
+
+// OutboxFailuresQueueName is the queue to which the outbox stream's event source mapping sends
+// the batches it discards after its retries, "<name>-outbox-relay-failures" (it mirrors
+// pkg/awslocal).
 func OutboxFailuresQueueName(name string) string { return name + "-outbox-relay-failures" }
 
 // Outbox is the transactional outbox part of a JobQueue (nil without Props.Outbox).
@@ -335,14 +340,18 @@ func (jq *JobQueue) outboxAlarms() {
 	ob := jq.Outbox
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	action := awscloudwatchactions.NewSnsAction(jq.AlarmTopic)
-	add := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
+	add := func(id, desc string, m awscloudwatch.IMetric, threshold float64, missing ...awscloudwatch.TreatMissingData) {
+		treat := awscloudwatch.TreatMissingData_NOT_BREACHING
+		if len(missing) > 0 {
+			treat = missing[0]
+		}
 		a := awscloudwatch.NewAlarm(c, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
 			Threshold:          jsii.Number(threshold),
 			EvaluationPeriods:  jsii.Number(1),
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			TreatMissingData:   treat,
 		})
 		a.AddAlarmAction(action)
 		jq.Alarms = append(jq.Alarms, a)
@@ -351,8 +360,12 @@ func (jq *JobQueue) outboxAlarms() {
 		ob.Relay.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")}), 60_000)
 	add("OutboxRelayFailuresAlarm", "The outbox stream's event source discarded batches after their retries (the on-failure queue has messages): the sweeper sends those jobs, but the relay is failing.",
 		ob.Failures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")}), 1)
-	add("OutboxDeadAlarm", "Outbox jobs are dead: the relay gave up sending them (sqsworker outbox list --state dead; outbox retry).",
-		jq.outboxMetric("OutboxDead", "Sum"), 1)
+	// The dead-job alarm watches a standing count, not the deaths: every sweep (each minute)
+	// publishes the gauge OutboxDeadJobs, the dead jobs the table holds, so the alarm stays in
+	// ALARM while any job is dead and clears once they are retried or deleted. Without data (no
+	// sweep ran) it keeps its state.
+	add("OutboxDeadAlarm", "Outbox jobs are dead: the relay gave up sending them, or could not read them; the alarm holds while any is (sqsworker outbox list --state dead; outbox show; outbox retry).",
+		jq.outboxMetric("OutboxDeadJobs", "Maximum"), 1, awscloudwatch.TreatMissingData_IGNORE)
 	add("OutboxRelayErrorsAlarm", "The outbox relay function failed invocations.",
 		ob.Relay.MetricErrors(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}), 1)
 }
@@ -377,7 +390,8 @@ func (jq *JobQueue) outboxDashboard() {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12), Height: jsii.Number(6)})
 	}
 	jq.Dashboard.AddWidgets(
-		graph("Outbox jobs sent / failed / dead", jq.outboxMetric("OutboxSent", "Sum"), jq.outboxMetric("OutboxFailed", "Sum"), jq.outboxMetric("OutboxDead", "Sum")),
+		graph("Outbox jobs sent / failed / died", jq.outboxMetric("OutboxSent", "Sum"), jq.outboxMetric("OutboxFailed", "Sum"), jq.outboxMetric("OutboxDead", "Sum")),
+		graph("Outbox dead jobs (standing, max)", jq.outboxMetric("OutboxDeadJobs", "Maximum")),
 		graph("Outbox relay iterator age (ms, max)", ob.Relay.Metric(jsii.String("IteratorAge"), stat("Maximum"))),
 	)
 	jq.Dashboard.AddWidgets(

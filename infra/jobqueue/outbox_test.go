@@ -200,8 +200,11 @@ func TestOutboxAlarmsAndDashboard(t *testing.T) {
 		})
 	})
 	check(t, func() {
+		// A standing count (the sweep's gauge), not the deaths of one period: the alarm holds
+		// while any job is dead.
 		tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-			"MetricName": "OutboxDead", "Namespace": "sqsworker", "Threshold": 1,
+			"MetricName": "OutboxDeadJobs", "Namespace": "sqsworker", "Threshold": 1, "Statistic": "Maximum",
+			"ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "ignore",
 			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "Table", "Value": "shop-outbox"}}),
 		})
 	})
@@ -212,7 +215,7 @@ func TestOutboxAlarmsAndDashboard(t *testing.T) {
 		})
 	})
 	body, _ := json.Marshal(tmpl.FindResources(jsii.String("AWS::CloudWatch::Dashboard"), nil))
-	for _, w := range []string{"Outbox jobs sent / failed / dead", "Outbox relay iterator age", "Outbox relay failures queue depth"} {
+	for _, w := range []string{"Outbox jobs sent / failed / died", "Outbox dead jobs (standing, max)", "Outbox relay iterator age", "Outbox relay failures queue depth"} {
 		if !strings.Contains(string(body), w) {
 			t.Errorf("dashboard lacks %q", w)
 		}

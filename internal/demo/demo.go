@@ -168,7 +168,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, st, track, opts.Logger)
+	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, sched, st, track, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -51,9 +51,11 @@ const (
 // orders sets up the outbox: its table, the business table with one blue widget in stock, and
 // the relay; then it places two orders of the widget, each with its email.send job in the same
 // transaction. The first commits; the second's stock condition fails, so neither its order nor
-// its job is written. It returns the relay to run beside the poller.
+// its job is written. It returns the relay to run beside the poller. prod prepares the jobs; the
+// relay gets a producer of its own, with the scheduler and without the job table: the outbox
+// transaction already wrote each job's queued record (outbox.RelayConfig.Producers).
 func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awslocal.Stack, sqsClient *sqs.Client, prod *producer.Producer,
-	st *status.Table, track *tracker, logger *slog.Logger) (*dynamooutbox.Runner, *dynamooutbox.Outbox, *OutboxReport, error) {
+	sched producer.JobScheduler, st *status.Table, track *tracker, logger *slog.Logger) (*dynamooutbox.Runner, *dynamooutbox.Outbox, *OutboxReport, error) {
 	ddb := b.DynamoDB()
 	table := awslocal.OutboxTableName(stack.Name)
 	streamARN, err := dynamooutbox.CreateTable(ctx, ddb, table)
@@ -77,7 +79,11 @@ func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awsloc
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	runner, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: []*producer.Producer{prod}, ID: "demo",
+	relayProd, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: stack.QueueURL, Scheduler: sched})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	runner, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: []*producer.Producer{relayProd}, ID: "demo",
 		Streams: dynamodbstreams.NewFromConfig(b.Config), StreamARN: streamARN,
 		Relay: outbox.RelayConfig{PollInterval: 200 * time.Millisecond}, Logger: logger})
 	if err != nil {

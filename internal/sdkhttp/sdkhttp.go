@@ -18,8 +18,8 @@
 // io.EOF, so the connection stays open and the response is read whole.
 //
 // Wrap a client's HTTPClient with [KeepConnection] (as a per-call option, so that it holds
-// whatever client the caller built): pkg/poller, pkg/producer, pkg/worker and the idempotency
-// store do, for every call they make.
+// whatever client the caller built): pkg/poller, pkg/producer, pkg/worker, pkg/dlq, the
+// idempotency store, pkg/outbox/dynamooutbox and pkg/ddbstream do, for every call they make.
 package sdkhttp
 
 import (

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
 // StreamsAPI is the part of the DynamoDB Streams client the poller uses;
@@ -240,7 +242,7 @@ func (p *Poller) describe(ctx context.Context) ([]types.Shard, error) {
 	var shards []types.Shard
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(p.cfg.StreamARN)}
 	for {
-		out, err := p.cfg.Streams.DescribeStream(ctx, in)
+		out, err := p.cfg.Streams.DescribeStream(ctx, in, keepConnection)
 		if err != nil {
 			return shards, err
 		}
@@ -272,7 +274,7 @@ func (p *Poller) readShard(ctx context.Context, shard string) {
 			if lastSeq != "" {
 				in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(lastSeq)
 			}
-			out, err := p.cfg.Streams.GetShardIterator(ctx, in)
+			out, err := p.cfg.Streams.GetShardIterator(ctx, in, keepConnection)
 			if err != nil {
 				if ctx.Err() == nil {
 					p.cfg.Logger.WarnContext(ctx, "ddbstream: get shard iterator failed; retrying", "shard", shard, "error", err)
@@ -288,7 +290,7 @@ func (p *Poller) readShard(ctx context.Context, shard string) {
 				return // a closed shard with nothing after lastSeq
 			}
 		}
-		out, err := p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
+		out, err := p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)}, keepConnection)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -419,4 +421,13 @@ func (p *Poller) call(ctx context.Context, recs []events.DynamoDBEventRecord) (r
 		}
 	}()
 	return p.cfg.Handler.HandleDynamoDB(ctx, events.DynamoDBEvent{Records: recs})
+}
+
+// keepConnection is passed with every DynamoDB Streams call: without it the SDK may lose a
+// response under a race in its HTTP layer and retry the call (internal/sdkhttp); a GetRecords
+// retried with a used iterator fails on the emulator, whose iterators work once.
+func keepConnection(o *dynamodbstreams.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
 }

@@ -32,5 +32,14 @@
 // unsent (claimed or waiting for a retry), and [producer.Producer.Send] sends the entries of a
 // group one request after another, stopping the group at its first failure. Each group is
 // delivered in commit order; other groups are not held up. A dead entry no longer holds its group
-// back, as SQS moves a FIFO message that exhausted its receives to the DLQ and goes on.
+// back, as SQS moves a FIFO message that exhausted its receives to the DLQ and goes on. The
+// entries behind a failed one are released: no attempt spent, available again at once.
+//
+// An entry delayed beyond what SQS's DelaySeconds holds (15 minutes; any delay on a FIFO queue)
+// needs a producer with a Scheduler. A relay whose producer has none defers such an entry, with
+// no attempt spent, until the delay fits (RunAt − 15 minutes; RunAt on FIFO), instead of failing
+// it until it is dead.
+//
+// [Inspector.Retry] refuses (ErrClaimed) a pending entry a relay holds a live claim on: clearing
+// the claim would make that relay's guarded write-back fail and the entry be sent twice.
 package outbox

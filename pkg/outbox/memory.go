@@ -15,6 +15,10 @@ import (
 // conformance suite in pkg/outbox/outboxtest). It is safe for concurrent use. Its Add plays the
 // part of a committed transaction.
 type MemoryStore struct {
+	// Now is the clock by which Retry judges whether a claim is live. Defaults to time.Now; set
+	// it before the store is used.
+	Now func() time.Time
+
 	mu      sync.Mutex
 	seq     int64
 	entries map[string]*memEntry
@@ -132,6 +136,9 @@ func (s *MemoryStore) Complete(ctx context.Context, owner string, outcomes []Out
 			continue
 		case o.Release:
 			e.Attempts--
+			if !o.AvailableAt.IsZero() {
+				e.AvailableAt = o.AvailableAt
+			}
 		case o.Dead:
 			e.State = StateDead
 			e.LastError = o.Error
@@ -196,6 +203,14 @@ func (s *MemoryStore) Retry(ctx context.Context, id string) error {
 	e, ok := s.entries[id]
 	if !ok || e.State == StateSent {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if e.State == StatePending && e.Claimed(now()) {
+		return fmt.Errorf("%w: %q is claimed by %s until %s: it is being sent; retry it once the claim ended if it is still pending",
+			ErrClaimed, id, e.LockedBy, e.LockedUntil.Format(time.RFC3339))
 	}
 	e.State, e.Attempts, e.LockedBy, e.LockedUntil = StatePending, 0, "", time.Time{}
 	e.AvailableAt = time.Time{}

@@ -39,8 +39,10 @@ type RelayConfig struct {
 	// Message.QueueURL (an entry with an empty QueueURL to the first producer). An entry for a
 	// queue no producer serves fails like a rejected send, with an error naming the queue.
 	// Give a producer a Scheduler when entries may be delayed beyond 15 minutes (or at all, on a
-	// FIFO queue), and leave its Status nil when the outbox transaction writes the job's
-	// "queued" record itself. Required.
+	// FIFO queue): without one, such an entry is deferred, without spending an attempt, until
+	// its delay fits SQS's DelaySeconds (RunAt minus 15 minutes; RunAt on a FIFO queue). Leave
+	// a producer's Status nil when the outbox transaction writes the job's "queued" record
+	// itself (else every send writes it once more). Required.
 	Producers []*producer.Producer
 	// ID names this relay in the entries it claims (LockedBy). Defaults to
 	// "<hostname>-<pid>-<random>": it must differ between relays that run at the same time.
@@ -72,9 +74,11 @@ type RelayConfig struct {
 
 // Stats counts what a relay did.
 type Stats struct {
-	// Claimed entries, of which Sent were accepted by SQS, Failed will be retried, Dead gave up
-	// and Released were not attempted (their FIFO group was stopped by an earlier failure).
-	Claimed, Sent, Failed, Dead, Released int
+	// Claimed entries, of which Sent were accepted by SQS, Failed will be retried, Dead gave up,
+	// Released were not attempted (their FIFO group was stopped by an earlier failure, or the
+	// relay was stopping) and Deferred wait, without an attempt spent, until their delay fits
+	// SQS's DelaySeconds (their producer has no Scheduler).
+	Claimed, Sent, Failed, Dead, Released, Deferred int
 	// Passes counts claim → send → write-back rounds (Drain, Run).
 	Passes int
 }
@@ -85,6 +89,7 @@ func (s *Stats) add(o Stats) {
 	s.Failed += o.Failed
 	s.Dead += o.Dead
 	s.Released += o.Released
+	s.Deferred += o.Deferred
 	s.Passes += o.Passes
 }
 
@@ -226,6 +231,8 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 	if len(entries) == 0 {
 		return st, nil
 	}
+	now := r.cfg.Now()
+	deferred := map[int]bool{}
 	outcomes := make([]Outcome, len(entries))
 	// Group by producer, keeping the order within each.
 	byProducer := map[*producer.Producer][]int{}
@@ -260,7 +267,10 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 				outcomes[i].Sent = true
 			case errors.Is(err, producer.ErrGroupBlocked),
 				ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-				outcomes[i].Release = true // not attempted: the group stopped, or the relay is stopping
+				// Not attempted: the group stopped, or the relay is stopping.
+				outcomes[i].Release, outcomes[i].AvailableAt = true, now
+			case errors.Is(err, producer.ErrNeedsScheduler) && r.deferral(ctx, p, &entries[i], &outcomes[i], now):
+				deferred[i] = true
 			default:
 				r.failed(ctx, &entries[i], &outcomes[i], err)
 			}
@@ -270,6 +280,8 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 		switch o := &outcomes[i]; {
 		case o.Sent:
 			st.Sent++
+		case deferred[i]:
+			st.Deferred++
 		case o.Release:
 			st.Released++
 		case o.Dead:
@@ -295,6 +307,24 @@ func (r *Relay) producerFor(queueURL string) *producer.Producer {
 		return r.first
 	}
 	return r.producers[queueURL]
+}
+
+// deferral fills the outcome of an entry whose delay needs a scheduler that p lacks: released,
+// without an attempt spent, until the delay fits SQS's DelaySeconds (RunAt − 15 minutes) or, on a
+// FIFO queue, which has no per-message delay, until RunAt. It reports false, leaving the outcome
+// to failed, when that time is not after now (the producer's clock and the relay's disagree).
+func (r *Relay) deferral(ctx context.Context, p *producer.Producer, e *Entry, o *Outcome, now time.Time) bool {
+	at := e.Message.RunAt
+	if !p.FIFO() {
+		at = at.Add(-producer.MaxDelay)
+	}
+	if !at.After(now) {
+		return false
+	}
+	o.Release, o.AvailableAt = true, at
+	r.cfg.Logger.WarnContext(ctx, "outbox entry deferred: its delay needs a scheduler its producer lacks", "relay", r.cfg.ID,
+		"job_id", e.ID(), "kind", e.Message.Kind, "run_at", e.Message.RunAt, "retry_at", at)
+	return true
 }
 
 // failed fills the outcome of an entry whose send failed: a retry after the backoff, or dead.

@@ -38,6 +38,7 @@ func (orderArgs) Kind() string { return "order.confirm" }
 type fakeSQS struct {
 	mu     sync.Mutex
 	bodies []string
+	delays []int32 // DelaySeconds of each accepted entry
 	reject func(body string) bool
 	calls  atomic.Int64
 }
@@ -57,6 +58,7 @@ func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 			continue
 		}
 		f.bodies = append(f.bodies, *e.MessageBody)
+		f.delays = append(f.delays, e.DelaySeconds)
 		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("m%d-%s", n, *e.Id))})
 	}
 	return out, nil
@@ -422,4 +424,116 @@ func (c *corruptingStore) Claim(ctx context.Context, cl outbox.Claim) ([]outbox.
 		}
 	}
 	return got, err
+}
+
+// An entry delayed beyond what SQS's DelaySeconds holds, relayed by a producer without a
+// scheduler, is deferred without spending an attempt until the delay fits (RunAt − 15 minutes),
+// then sent with the rest of its delay. With MaxAttempts 1, a spent attempt would kill it.
+func TestRelayDefersLongDelaysWithoutAScheduler(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: t0}
+	api := &fakeSQS{}
+	p := newProducer(t, api, stdURL, clk)
+	s := outbox.NewMemoryStore()
+	long := prepare(t, p, clk, "later", producer.WithDelay(time.Hour))
+	now := prepare(t, p, clk, "now")
+	if err := s.Add(long, now); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 1, Logger: quiet()})
+	ctx := context.Background()
+	st, err := r.RunOnce(ctx)
+	if want := (outbox.Stats{Claimed: 2, Sent: 1, Deferred: 1, Passes: 1}); err != nil || st != want {
+		t.Fatalf("first pass: %+v, %v; want %+v", st, err, want)
+	}
+	e, _ := s.Get(ctx, long.ID())
+	if e.State != outbox.StatePending || e.Attempts != 0 || e.LockedBy != "" || e.LastError != "" || !e.AvailableAt.Equal(long.Message.RunAt.Add(-producer.MaxDelay)) {
+		t.Fatalf("the deferred entry is %+v; want pending, no attempt, no error, due at RunAt - 15m", e)
+	}
+	clk.Add(44 * time.Minute)
+	if st, _ := r.Drain(ctx); st.Claimed != 0 {
+		t.Fatalf("the deferred entry was claimed before it was due: %+v", st)
+	}
+	clk.Add(time.Minute) // t0 + 45m = RunAt - 15m
+	st, err = r.Drain(ctx)
+	if err != nil || st.Sent != 1 || st.Claimed != 1 {
+		t.Fatalf("when due: %+v, %v; want it sent", st, err)
+	}
+	if d := api.delays; len(d) != 2 || d[1] != 900 {
+		t.Errorf("DelaySeconds of the sends: %v; want the deferred job sent with 900", d)
+	}
+}
+
+// On a FIFO queue, where any delay needs the scheduler, a delayed entry is deferred until its
+// RunAt and holds its group back until then (the entry behind it is released, not attempted).
+func TestRelayDefersFIFODelaysWithoutAScheduler(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: t0}
+	api := &fakeSQS{}
+	p := newProducer(t, api, fifoURL, clk)
+	s := outbox.NewMemoryStore()
+	head := prepare(t, p, clk, "head", producer.WithGroupID("g"), producer.WithDelay(5*time.Minute))
+	tail := prepare(t, p, clk, "tail", producer.WithGroupID("g"))
+	if err := s.Add(head, tail); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, Logger: quiet()})
+	ctx := context.Background()
+	st, err := r.RunOnce(ctx)
+	if err != nil || st != (outbox.Stats{Claimed: 2, Deferred: 1, Released: 1, Passes: 1}) {
+		t.Fatalf("first pass %+v, %v", st, err)
+	}
+	for _, id := range []string{head.ID(), tail.ID()} {
+		if e, _ := s.Get(ctx, id); e.Attempts != 0 || e.LockedBy != "" {
+			t.Errorf("%s after the first pass: %+v; want no attempt, no claim", id, e)
+		}
+	}
+	clk.Add(4 * time.Minute)
+	if st, _ := r.Drain(ctx); st.Claimed != 0 {
+		t.Fatalf("claimed before the head's RunAt: %+v", st)
+	}
+	clk.Add(time.Minute)
+	if st, err := r.Drain(ctx); err != nil || st.Sent != 2 {
+		t.Fatalf("at RunAt: %+v, %v; want the group sent", st, err)
+	}
+	if got := api.sent(); len(got) != 2 || !strings.Contains(got[0], head.ID()) || !strings.Contains(got[1], tail.ID()) {
+		t.Errorf("sent %v, want head then tail", got)
+	}
+}
+
+// A released entry is written back with the relay's now as its AvailableAt, so that a store that
+// tells fresh entries from tried ones by their times sees it as due at once.
+func TestRelayReleasesWithItsNow(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: t0}
+	api := &fakeSQS{reject: func(body string) bool { return strings.Contains(body, `"order":"a1"`) }}
+	p := newProducer(t, api, fifoURL, clk)
+	mem := outbox.NewMemoryStore()
+	a1 := prepare(t, p, clk, "a1", producer.WithGroupID("a"))
+	a2 := prepare(t, p, clk, "a2", producer.WithGroupID("a"))
+	if err := mem.Add(a1, a2); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingStore{MemoryStore: mem}
+	clk.Add(time.Second)
+	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: rec, Producers: []*producer.Producer{p}, Now: clk.Now, Logger: quiet()})
+	if st, err := r.RunOnce(context.Background()); err != nil || st.Released != 1 || st.Failed != 1 {
+		t.Fatalf("RunOnce %+v, %v", st, err)
+	}
+	for _, o := range rec.outcomes {
+		if o.ID == a2.ID() && (!o.Release || !o.AvailableAt.Equal(clk.Now())) {
+			t.Errorf("a2's outcome %+v: want a release available at the relay's now %v", o, clk.Now())
+		}
+	}
+}
+
+// recordingStore keeps the outcomes written back.
+type recordingStore struct {
+	*outbox.MemoryStore
+	outcomes []outbox.Outcome
+}
+
+func (r *recordingStore) Complete(ctx context.Context, owner string, outcomes []outbox.Outcome) error {
+	r.outcomes = append(r.outcomes, outcomes...)
+	return r.MemoryStore.Complete(ctx, owner, outcomes)
 }

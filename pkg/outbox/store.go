@@ -80,13 +80,16 @@ type Outcome struct {
 	// Sent: SQS accepted the entry; it leaves the outbox.
 	Sent bool
 	// Release: the entry was not attempted (an earlier entry of its FIFO group failed in the same
-	// send): it is available again at once and its claim's attempt is undone.
+	// send, the relay is stopping, or its delay needs a scheduler its producer lacks): its claim's
+	// attempt is undone, and it is available again at AvailableAt (zero: at once).
 	Release bool
 	// Dead: the send failed and the entry has used its MaxAttempts: it becomes StateDead.
 	Dead bool
 	// Error is the failure, for a failed or dead entry.
 	Error string
-	// AvailableAt is when a failed entry may be claimed again.
+	// AvailableAt is when a failed or released entry may be claimed again. A relay sets it on
+	// every released entry: its clock's now for one not attempted, a later time for one it
+	// deferred (see RelayConfig.Producers). A zero AvailableAt on a released entry means at once.
 	AvailableAt time.Time
 }
 
@@ -103,7 +106,8 @@ type Store interface {
 	// (LockedBy = owner and Attempts = Outcome.Attempts): an entry whose claim was taken over by
 	// another relay, or that is gone, is left alone, without an error. Sent entries leave the
 	// outbox; failed ones keep Error, wait until AvailableAt and lose their claim; dead ones
-	// become StateDead; released ones are available at once with one attempt fewer.
+	// become StateDead; released ones lose their claim and one attempt, and are available at
+	// AvailableAt (at once when it is zero).
 	Complete(ctx context.Context, owner string, outcomes []Outcome) error
 }
 
@@ -115,8 +119,11 @@ type Inspector interface {
 	// List returns entries in a state (StatePending or StateDead), oldest first, a page at a
 	// time.
 	List(ctx context.Context, q ListQuery) (Page, error)
-	// Retry makes a dead (or pending) entry due at once with its attempts reset to 0 and its
-	// claim cleared. It returns an error wrapping ErrNotFound when there is no such entry.
+	// Retry makes a dead (or pending) entry due at once with its attempts reset to 0. It
+	// refuses, with an error wrapping ErrClaimed, a pending entry whose claim is live (by the
+	// store's clock): its relay is sending it, and clearing the claim would make the relay's
+	// guarded write-back fail and the entry be sent a second time. It returns an error wrapping
+	// ErrNotFound when there is no such entry.
 	Retry(ctx context.Context, id string) error
 }
 
@@ -144,4 +151,6 @@ var (
 	ErrNotFound = errors.New("outbox: no such entry")
 	// ErrInvalid wraps every rejection of bad input: a query, a config, an entry.
 	ErrInvalid = errors.New("outbox: invalid")
+	// ErrClaimed: [Inspector.Retry] refused an entry a relay holds a live claim on.
+	ErrClaimed = errors.New("outbox: the entry is claimed by a relay")
 )

@@ -18,9 +18,17 @@ import (
 // Inside a transaction a refused condition would cancel the whole transaction, so the action
 // is not conditional: it is an UpdateItem that sets each attribute only where the item has none
 // (if_not_exists). With no record it writes a queued one, exactly as RecordQueued does; a record
-// the key already has — the same job further along, or another job of the key — is left as it
-// is. (An expired record is left as well, and counts as absent to the worker as always.) It
-// costs what RecordQueued costs: one write, two in a transaction.
+// the key already has — the same job further along, or another job of the key — keeps its state
+// and every attribute it has. (An expired record is left as well, and counts as absent to the
+// worker as always.) It costs what RecordQueued costs: one write, two in a transaction.
+//
+// The attributes such a record lacks, though, are added from the new job, since an expression
+// cannot make one attribute's write depend on another's presence: a record without an expiry
+// (a running claim, or a dead or retrying record kept without one) gains the new job's, at +
+// ExpiresAt, after which DynamoDB's TTL deletes it; one without job_id or hash gains the new
+// job's. It happens only when a second job of one kind reuses a key whose record is still there
+// (a duplicate, which the worker's idempotency skips): give distinct jobs distinct keys, or
+// leave the queued record out of the transaction (dynamooutbox.Config.Status nil).
 func (t *Table) QueuedWrite(j QueuedJob) (types.TransactWriteItem, error) {
 	at, err := t.checkJob("QueuedJob", j.Kind, j.Key, j.JobID, j.At, j.ExpiresAt)
 	if err != nil {

@@ -35,5 +35,6 @@
 //     and retries whose backoff has passed. In AWS a schedule invokes it every minute.
 //
 // Failed sends wait an exponential backoff with jitter and keep their error; after MaxAttempts
-// a job is dead and listed (`sqsworker outbox list --state dead`) until retried.
+// a job is dead and listed (`sqsworker outbox list --state dead`, [Outbox.CountDead]) until
+// retried. An item whose relay state other code made unreadable is dead at once, unsent.
 package dynamooutbox

@@ -385,7 +385,8 @@ func (c *countingSQS) counts() map[string]int {
 }
 
 // The stream relay (fed by the local stream poller) and a sweeper race over 1,000 jobs: each is
-// sent exactly once, counted at SQS and in the queue. The emulator's transactions emit no stream
+// sent exactly once, counted at SQS and in the queue, and both paths sent some (counted by what
+// each reports: StreamRelayConfig.OnBatch, RelayConfig.OnPass), n in all. The emulator's transactions emit no stream
 // records (docs/OUTBOX.md), so the jobs' outbox items are written here with PutItem, the item the
 // transaction would write: the stream then carries what it carries on AWS.
 func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
@@ -394,8 +395,10 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	e := newEnv(t, false, dynamooutbox.Config{Status: noStatus{}})
 	api := &countingSQS{SQSAPI: e.sqs}
 	lease := 10 * time.Minute // longer than any pass: only the claim decides
+	var streamSent, sweepSent atomic.Int64
 	streamRelay := e.relay("stream", nil, api, outbox.RelayConfig{Lease: lease})
-	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: e.ob, Relay: streamRelay, Lease: lease, Logger: quiet()})
+	sr, err := dynamooutbox.NewStreamRelay(dynamooutbox.StreamRelayConfig{Outbox: e.ob, Relay: streamRelay, Lease: lease, Logger: quiet(),
+		OnBatch: func(st outbox.Stats) { streamSent.Add(int64(st.Sent)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +412,8 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := e.relay("sweeper", nil, api, outbox.RelayConfig{Lease: lease, BatchSize: 25, PollInterval: time.Millisecond})
+	sweeper := e.relay("sweeper", nil, api, outbox.RelayConfig{Lease: lease, BatchSize: 25, PollInterval: time.Millisecond,
+		OnPass: func(st outbox.Stats) { sweepSent.Add(int64(st.Sent)) }})
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { sp.Run(ctx) })
@@ -460,6 +464,9 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if st.Invocations == 0 {
 		t.Errorf("the stream relay was never invoked: %+v", st)
 	}
+	if s, w := streamSent.Load(), sweepSent.Load(); s == 0 || w == 0 || s+w != n {
+		t.Errorf("the stream relay sent %d and the sweeper %d: want both > 0, %d in all", s, w, n)
+	}
 	got := e.drainQueue(n)
 	seen := map[string]int{}
 	for _, env := range got {
@@ -468,7 +475,7 @@ func TestEmulatorStreamRelayAndSweeperRace(t *testing.T) {
 	if len(seen) != n || len(got) != n {
 		t.Errorf("queue: %d messages of %d distinct jobs, want %d of %d", len(got), len(seen), n, n)
 	}
-	t.Logf("stream poller: %+v", st)
+	t.Logf("stream poller: %+v; sent by the stream relay %d, by the sweeper %d", st, streamSent.Load(), sweepSent.Load())
 }
 
 // noStatus, as newEnv's Config.Status, means no status records (newEnv's default is the env's
@@ -533,10 +540,31 @@ func TestEmulatorPoisonItemsDieAndBlockNothing(t *testing.T) {
 			item[dynamooutbox.AttrBody] = &types.AttributeValueMemberN{Value: "42"}
 		},
 	}
+	// Four more whose relay state is unreadable: they can be neither claimed nor counted, so
+	// they die on the first pass, unsent.
+	broken := map[string]func(id string, item map[string]types.AttributeValue){
+		"a string for available_at": func(_ string, item map[string]types.AttributeValue) {
+			item[dynamooutbox.AttrAvailableAt] = &types.AttributeValueMemberS{Value: "soon"}
+		},
+		"no available_at": func(_ string, item map[string]types.AttributeValue) { delete(item, dynamooutbox.AttrAvailableAt) },
+		"a string for created_at": func(_ string, item map[string]types.AttributeValue) {
+			item[dynamooutbox.AttrCreatedAt] = &types.AttributeValueMemberS{Value: "yesterday"}
+		},
+		"a string for attempts": func(_ string, item map[string]types.AttributeValue) {
+			item[dynamooutbox.AttrAttempts] = &types.AttributeValueMemberS{Value: "none"}
+		},
+	}
 	wantErr := map[string]string{
-		"over the message limit":  "above the limit of 1040384 bytes",
-		"over 1 MiB decompressed": "over 1048576 bytes once decompressed",
-		"a number for a body":     "attribute body is a number, want a string",
+		"over the message limit":    "above the limit of 1040384 bytes",
+		"over 1 MiB decompressed":   "over 1048576 bytes once decompressed",
+		"a number for a body":       "attribute body is a number, want a string",
+		"a string for available_at": "attribute available_at is a string, want a number",
+		"no available_at":           "attribute available_at is missing",
+		"a string for created_at":   "attribute created_at is a string, want a number",
+		"a string for attempts":     "attribute attempts is a string, want a number",
+	}
+	for name, alter := range broken {
+		poisons[name] = alter
 	}
 	ids := map[string]string{}
 	for name, alter := range poisons {
@@ -556,7 +584,14 @@ func TestEmulatorPoisonItemsDieAndBlockNothing(t *testing.T) {
 	r := e.relay("r", clk.Now, nil, outbox.RelayConfig{MaxAttempts: 3, Backoff: jobs.PolicyFunc(func(int) time.Duration { return time.Second })})
 	st, err := r.RunOnce(e.ctx)
 	if err != nil || st.Sent != 2 || st.Failed != 3 {
-		t.Fatalf("first pass %+v, %v: want both good jobs sent, the 3 poisons failed", st, err)
+		t.Fatalf("first pass %+v, %v: want both good jobs sent, the 3 poisons failed (the 4 unreadable ones dead already)", st, err)
+	}
+	for name := range broken {
+		en, err := e.ob.Get(e.ctx, ids[name])
+		if err != nil || en.State != outbox.StateDead || !strings.Contains(en.LastError, wantErr[name]) {
+			t.Errorf("%s after the first pass: %+v, %v; want dead with %q", name, en.State, err, wantErr[name])
+			t.Logf("last error: %s", en.LastError)
+		}
 	}
 	got := e.drainQueue(2)
 	if len(got) != 2 || !(got[0].ID == first.ID() && got[1].ID == last.ID() || got[1].ID == first.ID() && got[0].ID == last.ID()) {
@@ -574,6 +609,9 @@ func TestEmulatorPoisonItemsDieAndBlockNothing(t *testing.T) {
 		}
 	}
 	for name, id := range ids {
+		if broken[name] != nil {
+			continue // checked after the first pass
+		}
 		en, err := e.ob.Get(e.ctx, id)
 		if err != nil || en.State != outbox.StateDead || en.Attempts != 3 || !strings.Contains(en.LastError, wantErr[name]) {
 			t.Errorf("%s: %+v, %v; want dead after 3 attempts with %q", name, en.State, err, wantErr[name])
@@ -581,8 +619,14 @@ func TestEmulatorPoisonItemsDieAndBlockNothing(t *testing.T) {
 		}
 	}
 	dead, err := e.ob.List(e.ctx, outbox.ListQuery{State: outbox.StateDead})
-	if err != nil || len(dead.Entries) != 3 {
-		t.Errorf("dead list: %d entries, %v", len(dead.Entries), err)
+	if err != nil || len(dead.Entries) != len(poisons) {
+		t.Errorf("dead list: %d entries, %v; want %d", len(dead.Entries), err, len(poisons))
+	}
+	if n, err := e.ob.CountDead(e.ctx); err != nil || n != len(poisons) {
+		t.Errorf("CountDead = %d, %v; want %d", n, err, len(poisons))
+	}
+	if p := e.pending(); len(p) != 0 {
+		t.Errorf("%d items still pending", len(p))
 	}
 	clk.Add(time.Hour)
 	if st, _ := r.Drain(e.ctx); st.Claimed != 0 {
@@ -675,5 +719,53 @@ func TestEmulatorFIFOGroupsInCommitOrder(t *testing.T) {
 		if c != 1 {
 			t.Errorf("job %s sent %d times", id, c)
 		}
+	}
+}
+
+// An unreadable item at the head of a FIFO group dies at once and no longer holds the group,
+// through the sweeper and through the stream (whose record brings the group's read). (A
+// standard item's attempts is not in the index the sweeper reads: its claim finds out, on AWS by
+// a ValidationException, which TestEmulatorEveryCallKeepsTheConnection plays.)
+func TestEmulatorUnreadableFIFOHeadDiesAndFreesItsGroup(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"sweeper", "stream"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, true, dynamooutbox.Config{Status: noStatus{}})
+			head := e.job(emailArgs{Order: "head"}, producer.WithGroupID("g"))
+			next := e.job(emailArgs{Order: "next"}, producer.WithGroupID("g"))
+			if err := e.placeOrder("o", head, next); err != nil {
+				t.Fatal(err)
+			}
+			// The head's attempts rewritten by other code.
+			if _, err := e.ddb.UpdateItem(e.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.ob.Table()), Key: map[string]types.AttributeValue{
+				dynamooutbox.AttrPK: head.Items[0].Put.Item[dynamooutbox.AttrPK], dynamooutbox.AttrSK: head.Items[0].Put.Item[dynamooutbox.AttrSK]},
+				UpdateExpression:          aws.String("SET attempts = :s"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "lots"}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rig := e.streamRig(dynamooutbox.StreamRelayConfig{}, time.Now)
+			switch path {
+			case "stream":
+				if resp, err := rig.sr.HandleDynamoDB(e.ctx, streamEvent(next)); err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("HandleDynamoDB: %+v, %v", resp, err)
+				}
+			default:
+				ob, _ := dynamooutbox.New(dynamooutbox.Config{Client: rig.probe, Table: e.ob.Table(), Logger: quiet()})
+				p, _ := producer.New(producer.Config{SQS: rig.api, QueueURL: e.stack.QueueURL})
+				r, _ := outbox.NewRelay(outbox.RelayConfig{Store: ob, Producers: []*producer.Producer{p}, ID: "sweeper", Logger: quiet()})
+				if st, err := r.RunOnce(e.ctx); err != nil || st.Sent != 1 {
+					t.Fatalf("sweep: %+v, %v; want next sent", st, err)
+				}
+			}
+			if n := rig.api.counts(); n[next.ID()] != 1 || n[head.ID()] != 0 {
+				t.Errorf("sent %v; want next alone", n)
+			}
+			en, err := e.ob.Get(e.ctx, head.ID())
+			if err != nil || en.State != outbox.StateDead || !strings.Contains(en.LastError, "attribute attempts is a string") {
+				t.Errorf("head: %+v, %v; want dead with the reason", en, err)
+			}
+		})
 	}
 }

@@ -59,7 +59,9 @@ type Config struct {
 	Status StatusWriter
 	// SweepAfter is how long a job written less than that long ago is left to the stream relay:
 	// Claim (the sweeper's path) takes a job that was never attempted only once it is that old.
-	// Retries, jobs released from a FIFO group and retried dead jobs are due at once. Set it to
+	// Retries, jobs released from a FIFO group, deferred jobs and retried dead jobs are due as
+	// soon as their available_at has passed (each of those writes moves it off created_at, which
+	// is how a job not tried yet is told apart). Set it to
 	// a little more than the stream relay's usual delay (a minute on AWS) where a stream relay
 	// runs, and leave it 0 where the sweeper is the only relay. Defaults to 0.
 	SweepAfter time.Duration
@@ -93,7 +95,7 @@ type Outbox struct {
 	// keys remembers the key of every entry this Outbox claimed until it is completed: a FIFO
 	// entry's key is not derived from its id.
 	keysMu sync.Mutex
-	keys   map[string]key
+	keys   map[string]claimRef
 }
 
 var (
@@ -123,7 +125,7 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Outbox{cfg: cfg, keys: map[string]key{}}, nil
+	return &Outbox{cfg: cfg, keys: map[string]claimRef{}}, nil
 }
 
 // Table returns the outbox table's name.
@@ -260,7 +262,7 @@ func (o *Outbox) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsIn
 	if err := o.CheckTransaction(tx.TransactItems); err != nil {
 		return nil, fmt.Errorf("dynamooutbox: %w", err)
 	}
-	out, err := o.cfg.Client.TransactWriteItems(ctx, tx)
+	out, err := o.cfg.Client.TransactWriteItems(ctx, tx, keepConnection)
 	if err != nil {
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {

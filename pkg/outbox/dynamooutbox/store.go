@@ -12,7 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
 
@@ -21,19 +23,45 @@ import (
 var names = map[string]string{
 	"#pk": AttrPK, "#v": AttrVersion, "#st": AttrState, "#av": AttrAvailableAt, "#at": AttrAttempts,
 	"#lb": AttrLockedBy, "#lu": AttrLockedUntil, "#le": AttrLastError, "#gpk": AttrGSIPK, "#exp": AttrExpires,
+	"#ca": AttrCreatedAt,
 }
 
 const (
-	// leaseFree: no live claim at :now.
-	leaseFree = "(attribute_not_exists(#lu) OR #lu <= :now)"
+	// leaseFree: no live claim at :now (a locked_until that is not a number holds nothing).
+	leaseFree = "(attribute_not_exists(#lu) OR NOT attribute_type(#lu, :ntype) OR #lu <= :now)"
 	// claimSweep is the condition of a claim by Claim: pending, due, unclaimed, a known format.
 	claimSweep = "#st = :pending AND #v <= :ver AND #av <= :now AND " + leaseFree
 	// claimStream is the condition of a claim for a stream record: as claimSweep, but a job
-	// never attempted is taken at once (the stream brings it at its commit).
-	claimStream = "#st = :pending AND #v <= :ver AND (#av <= :now OR #at = :zero) AND " + leaseFree
+	// never tried since its commit (available_at = created_at) is taken at once: the stream
+	// brings it at its commit, and the writer's clock may be ahead of the relay's.
+	claimStream = "#st = :pending AND #v <= :ver AND (#av <= :now OR #av = #ca) AND " + leaseFree
 	// guard is the condition of every write-back: the writer's claim is still the item's.
 	guard = "#st = :pending AND #lb = :owner AND #at = :att"
+	// killFree and killOwn are the conditions of the write that makes an item whose relay state
+	// cannot be read dead: pending, a known format, and unclaimed, or claimed by this claim.
+	killFree = "#st = :pending AND #v <= :ver AND " + leaseFree
+	killOwn  = "#st = :pending AND #v <= :ver AND #lb = :owner AND #lu = :until"
 )
+
+// stateAttrs are the attributes a relay keeps its state in: an item whose values of them are not
+// integers cannot be claimed, counted or guarded, so it is made dead at once (stateProblem).
+var stateAttrs = []string{AttrAvailableAt, AttrCreatedAt, AttrAttempts, AttrLockedUntil}
+
+// stateProblem says why the relay state of item cannot be used ("" when it can), looking at the
+// attributes given: available_at, created_at and attempts must be integers, locked_until an
+// integer when present.
+func stateProblem(item map[string]types.AttributeValue, attrs ...string) string {
+	for _, name := range attrs {
+		_, ok, err := getN(item, name)
+		switch {
+		case err != nil:
+			return err.Error()
+		case !ok && name != AttrLockedUntil:
+			return "attribute " + name + " is missing"
+		}
+	}
+	return ""
+}
 
 // claimMode says which condition a claim uses.
 type claimMode int
@@ -47,13 +75,20 @@ const (
 type candidate struct {
 	k   key
 	ord string
+	// bad, when set, says why the item's relay state cannot be read: the claim makes it dead
+	// (kill) instead. item is the item as read, when it was (a stream image, a group read).
+	bad  string
+	item map[string]types.AttributeValue
 }
 
 // Claim implements [outbox.Store]: it reads the due entries from the by_state index (every
 // shard, merged in commit order), claims each with a conditional UpdateItem (pending, due,
 // unclaimed), and returns those it won. A FIFO group is read with one strongly consistent Query
 // of its partition and claimed from its oldest unsent job on, stopping at the first it cannot
-// claim. Entries never attempted are due only Config.SweepAfter after their commit.
+// claim. Entries never attempted are due only Config.SweepAfter after their commit. An item
+// whose relay state is unreadable (available_at, created_at, attempts or locked_until not an
+// integer: other code wrote it) is not returned: one conditional write makes it dead at once,
+// with the reason as its last error, so it is listed and alarmed on and holds nothing up.
 func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, error) {
 	if c.Owner == "" || c.Max <= 0 || !c.Until.After(c.Now) {
 		return nil, fmt.Errorf("%w: claim needs an owner, a positive Max and Until after Now", outbox.ErrInvalid)
@@ -62,7 +97,7 @@ func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, err
 	if err != nil {
 		return nil, err
 	}
-	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep)
+	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep, c.Max)
 	if len(failures) > 0 {
 		var errs []error
 		for _, err := range failures {
@@ -77,7 +112,9 @@ func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, err
 }
 
 // due reports whether the sweeper may take an item now, by its available and creation times: a
-// job never attempted since its commit (available == created) waits SweepAfter for the stream.
+// job never tried since its commit (available == created) waits SweepAfter for the stream. Every
+// write that leaves a job pending moves available_at off created_at (a retry, a release, a
+// deferral, Retry), so those are due as soon as available_at has passed.
 func (o *Outbox) due(avail, created int64, now time.Time) bool {
 	n := now.UnixMilli()
 	if avail > n {
@@ -95,17 +132,17 @@ func (o *Outbox) dueCandidates(ctx context.Context, now time.Time, max int) ([]c
 			TableName:                aws.String(o.cfg.Table),
 			IndexName:                aws.String(IndexByState),
 			KeyConditionExpression:   aws.String("#gpk = :gpk"),
-			FilterExpression:         aws.String("#av <= :now"),
+			FilterExpression:         aws.String("#av <= :now OR NOT attribute_type(#av, :ntype)"),
 			ProjectionExpression:     aws.String("#pk, #sk, #ord, #av, #ca"),
 			ExpressionAttributeNames: map[string]string{"#gpk": AttrGSIPK, "#av": AttrAvailableAt, "#pk": AttrPK, "#sk": AttrSK, "#ord": AttrOrd, "#ca": AttrCreatedAt},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":gpk": attrS(statePartition(string(outbox.StatePending), s)),
-				":now": attrN(now.UnixMilli()),
+				":now": attrN(now.UnixMilli()), ":ntype": attrS("N"),
 			},
 			Limit: aws.Int32(int32(min(1000, 4*max+16))),
 		}
 		for {
-			out, err := o.cfg.Client.Query(ctx, in)
+			out, err := o.cfg.Client.Query(ctx, in, keepConnection)
 			if err != nil {
 				return fmt.Errorf("dynamooutbox: query %s shard %d: %w", IndexByState, s, err)
 			}
@@ -113,9 +150,16 @@ func (o *Outbox) dueCandidates(ctx context.Context, now time.Time, max int) ([]c
 				pk, _ := getS(it, AttrPK)
 				sk, _ := getS(it, AttrSK)
 				ord, _ := getS(it, AttrOrd)
-				av, _, err1 := getN(it, AttrAvailableAt)
-				ca, _, err2 := getN(it, AttrCreatedAt)
-				if pk == "" || sk == "" || err1 != nil || err2 != nil || !o.due(av, ca, now) {
+				if pk == "" || sk == "" {
+					continue
+				}
+				if bad := stateProblem(it, AttrAvailableAt, AttrCreatedAt); bad != "" {
+					per[s] = append(per[s], candidate{k: key{pk, sk}, ord: ord, bad: bad})
+					continue
+				}
+				av, _, _ := getN(it, AttrAvailableAt)
+				ca, _, _ := getN(it, AttrCreatedAt)
+				if !o.due(av, ca, now) {
 					continue
 				}
 				per[s] = append(per[s], candidate{k: key{pk, sk}, ord: ord})
@@ -144,12 +188,14 @@ type attempt struct {
 	group int // index into groups, or -1
 }
 
-// claimCandidates claims the earliest claimable candidates, at most c.Max. It works in rounds:
+// claimCandidates claims the earliest claimable candidates, at most c.Max, and at most perGroup
+// of each FIFO group. It works in rounds:
 // each round tries, in parallel, as many of the next attempts (in commit order) as are still
 // wanted; the attempts of one FIFO group in a round run one after another, and a group's first
-// refused claim drops the rest of that group. failures maps the partition key of each item (or
-// FIFO group) whose read or claim failed (not a refused condition) to the error.
-func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode) (entries []outbox.Entry, failures map[string]error) {
+// refused claim drops the rest of that group (an item made dead instead does not: the group goes
+// on behind it). failures maps the partition key of each item (or FIFO group) whose read or
+// claim failed (not a refused condition) to the error.
+func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode, perGroup int) (entries []outbox.Entry, failures map[string]error) {
 	// FIFO candidates stand for their group: read each group once, in order, from its head.
 	type group struct {
 		pk      string
@@ -183,7 +229,7 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 	heads := make([][]candidate, len(groups))
 	o.parallel(ctx, len(groups), func(ctx context.Context, g int) error {
 		var err error
-		if heads[g], err = o.groupHead(ctx, groups[g].pk, c.Now, c.Max, mode); err != nil {
+		if heads[g], err = o.groupHead(ctx, groups[g].pk, c.Now, min(c.Max, perGroup), mode); err != nil {
 			fail(groups[g].pk, err)
 		}
 		return nil
@@ -222,15 +268,25 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 		}
 		o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
 			for _, a := range units[u] {
-				e, ok, err := o.claimOne(ctx, a.k, c, mode)
+				var e outbox.Entry
+				var res claimResult
+				var err error
+				if a.bad != "" {
+					res, err = o.kill(ctx, a.k, a.item, c, false)
+				} else {
+					e, res, err = o.claimOne(ctx, a.k, c, mode)
+				}
 				if err != nil {
 					fail(a.k.pk, err)
 				}
-				if ok {
+				switch res {
+				case claimed1:
 					mu.Lock()
 					claimed = append(claimed, claimedEntry{e, a.ord})
 					mu.Unlock()
 					continue
+				case killed:
+					continue // dead now: it no longer holds its group back
 				}
 				if a.group >= 0 {
 					mu.Lock()
@@ -273,7 +329,7 @@ func (o *Outbox) groupHead(ctx context.Context, pk string, now time.Time, max in
 	}
 	var out []candidate
 	for {
-		res, err := o.cfg.Client.Query(ctx, in)
+		res, err := o.cfg.Client.Query(ctx, in, keepConnection)
 		if err != nil {
 			return nil, fmt.Errorf("dynamooutbox: read FIFO group %s: %w", pk, err)
 		}
@@ -283,9 +339,16 @@ func (o *Outbox) groupHead(ctx context.Context, pk string, now time.Time, max in
 				return out, nil // a newer format holds the group: leave the rest to a newer relay
 			}
 			free := e.LockedBy == "" || !now.Before(e.LockedUntil)
+			if bad := stateProblem(it, stateAttrs...); bad != "" {
+				if !free || len(out) == max {
+					return out, nil
+				}
+				out = append(out, candidate{k: k, ord: k.sk, bad: bad, item: it})
+				continue
+			}
 			var due bool
 			if mode == modeStream {
-				due = e.Attempts == 0 || !e.AvailableAt.After(now)
+				due = e.AvailableAt.Equal(e.CreatedAt) || !e.AvailableAt.After(now)
 			} else {
 				due = o.due(e.AvailableAt.UnixMilli(), e.CreatedAt.UnixMilli(), now)
 			}
@@ -301,61 +364,151 @@ func (o *Outbox) groupHead(ctx context.Context, pk string, now time.Time, max in
 	}
 }
 
-// claimOne claims one item with a conditional UpdateItem. ok is false when the condition
-// refused it (claimed, not due, gone, sent or dead).
-func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claimMode) (outbox.Entry, bool, error) {
+// claimResult is what a claim of one item came to.
+type claimResult int
+
+const (
+	refused  claimResult = iota // the condition refused it: claimed, not due, gone, sent or dead
+	claimed1                    // claimed
+	killed                      // its relay state was unreadable: it is dead now
+)
+
+// claimOne claims one item with a conditional UpdateItem. An item whose relay state turns out
+// unreadable (DynamoDB refuses to add to a non-number attempts with a ValidationException; a
+// claim that went through returns the state) is made dead instead (kill).
+func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claimMode) (outbox.Entry, claimResult, error) {
 	cond := claimSweep
+	used := []string{"#st", "#v", "#av", "#lu", "#at", "#lb"}
 	if mode == modeStream {
 		cond = claimStream
+		used = append(used, "#ca")
 	}
 	out, err := o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #at = #at + :one, #lb = :owner, #lu = :until"),
 		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: pick(names, "#st", "#v", "#av", "#lu", "#at", "#lb"),
+		ExpressionAttributeNames: pick(names, used...),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pending": attrS(string(outbox.StatePending)), ":ver": attrN(ItemVersion), ":now": attrN(c.Now.UnixMilli()),
-			":one": attrN(1), ":owner": attrS(c.Owner), ":until": attrN(c.Until.UnixMilli()), ":zero": attrN(0),
+			":one": attrN(1), ":owner": attrS(c.Owner), ":until": attrN(c.Until.UnixMilli()), ":ntype": attrS("N"),
 		},
 		ReturnValues: types.ReturnValueAllNew,
-	})
+	}, keepConnection)
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			return outbox.Entry{}, false, nil
+			return outbox.Entry{}, refused, nil
 		}
-		return outbox.Entry{}, false, fmt.Errorf("claim %s/%s: %w", k.pk, k.sk, err)
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" {
+			// Most likely attempts is not a number: read the item and see.
+			res, kerr := o.kill(ctx, k, nil, c, false)
+			if kerr == nil && res != refused {
+				return outbox.Entry{}, res, nil
+			}
+			return outbox.Entry{}, refused, fmt.Errorf("claim %s/%s: %w", k.pk, k.sk, errors.Join(err, kerr))
+		}
+		return outbox.Entry{}, refused, fmt.Errorf("claim %s/%s: %w", k.pk, k.sk, err)
+	}
+	if bad := stateProblem(out.Attributes, stateAttrs...); bad != "" {
+		res, err := o.kill(ctx, k, out.Attributes, c, true)
+		return outbox.Entry{}, res, err
 	}
 	e, _, err := decodeItem(out.Attributes)
 	if err != nil {
 		// Claimed, but not readable as an entry at all: hand it back as corrupt under the key's id.
 		e.Corrupt = err.Error()
 	}
-	o.remember(e.ID(), k)
-	return e, true, nil
+	created, _, _ := getN(out.Attributes, AttrCreatedAt)
+	o.remember(e.ID(), claimRef{k: k, created: created})
+	return e, claimed1, nil
 }
 
-func (o *Outbox) remember(id string, k key) {
+// kill makes dead, with the reason as its last error, an item whose relay state cannot be read
+// (stateProblem): it cannot be claimed, its attempts cannot be counted and a write-back cannot
+// be guarded, so it is not relayed at all. item is the item as read (nil: read it now); own says
+// that this claim (c) holds the item, else it must be unclaimed. It reports refused when the item
+// turned out readable, or its condition refused the write.
+func (o *Outbox) kill(ctx context.Context, k key, item map[string]types.AttributeValue, c outbox.Claim, own bool) (claimResult, error) {
+	if item == nil {
+		out, err := o.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(o.cfg.Table), Key: k.av(), ConsistentRead: aws.Bool(true)}, keepConnection)
+		if err != nil {
+			return refused, fmt.Errorf("read %s/%s: %w", k.pk, k.sk, err)
+		}
+		item = out.Item
+	}
+	bad := stateProblem(item, stateAttrs...)
+	e, _, err := decodeItem(item)
+	if bad == "" || err != nil {
+		return refused, nil
+	}
+	reason := "the relay cannot use this item's state (" + bad + "): fix or delete the item; it was never sent"
+	cond := killFree
+	values := map[string]types.AttributeValue{
+		":pending": attrS(string(outbox.StatePending)), ":ver": attrN(ItemVersion), ":dead": attrS(string(outbox.StateDead)),
+		":err": attrS(reason), ":dgpk": attrS(statePartition(string(outbox.StateDead), shard(e.ID()))),
+	}
+	used := []string{"#st", "#v", "#lu", "#le", "#gpk", "#lb"}
+	if own {
+		cond = killOwn
+		values[":owner"], values[":until"] = attrS(c.Owner), attrN(c.Until.UnixMilli())
+	} else {
+		values[":now"], values[":ntype"] = attrN(c.Now.UnixMilli()), attrS("N")
+	}
+	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(o.cfg.Table),
+		Key:                       k.av(),
+		UpdateExpression:          aws.String("SET #st = :dead, #le = :err, #gpk = :dgpk REMOVE #lb, #lu"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  pick(names, used...),
+		ExpressionAttributeValues: values,
+	}, keepConnection)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return refused, nil
+	case err != nil:
+		return refused, fmt.Errorf("make %s/%s dead: %w", k.pk, k.sk, err)
+	}
+	o.cfg.Logger.ErrorContext(ctx, "outbox item is dead: its relay state cannot be read", "table", o.cfg.Table,
+		"job_id", e.ID(), "kind", e.Message.Kind, "error", bad)
+	return killed, nil
+}
+
+// claimRef is what the Outbox remembers of an entry it claimed, until its write-back.
+type claimRef struct {
+	k       key
+	created int64 // created_at, unix ms
+}
+
+func (o *Outbox) remember(id string, r claimRef) {
 	o.keysMu.Lock()
 	defer o.keysMu.Unlock()
 	if len(o.keys) > 100_000 { // entries claimed and never completed (a pass that failed): drop them
 		clear(o.keys)
 	}
-	o.keys[id] = k
+	o.keys[id] = r
 }
 
 // keyFor returns the key of an entry: remembered from its claim, derived from the id (standard
 // queues), or looked up in the by_id index (FIFO). ok is false when there is no such entry.
 func (o *Outbox) keyFor(ctx context.Context, id string, forget bool) (key, bool, error) {
+	r, _, err := o.refFor(ctx, id, forget)
+	return r.k, true, err
+}
+
+// refFor is keyFor with the entry's creation time when this Outbox claimed it (remembered is
+// false otherwise, and created 0).
+func (o *Outbox) refFor(ctx context.Context, id string, forget bool) (ref claimRef, remembered bool, err error) {
 	o.keysMu.Lock()
-	k, ok := o.keys[id]
+	r, ok := o.keys[id]
 	if ok && forget {
 		delete(o.keys, id)
 	}
 	o.keysMu.Unlock()
 	if ok {
-		return k, true, nil
+		return r, true, nil
 	}
 	out, err := o.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(o.cfg.Table),
@@ -363,18 +516,18 @@ func (o *Outbox) keyFor(ctx context.Context, id string, forget bool) (key, bool,
 		KeyConditionExpression:    aws.String("#id = :id"),
 		ExpressionAttributeNames:  map[string]string{"#id": AttrJobID},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(id)},
-	})
+	}, keepConnection)
 	if err != nil {
-		return key{}, false, fmt.Errorf("dynamooutbox: look up job %s in %s: %w", id, IndexByID, err)
+		return claimRef{}, false, fmt.Errorf("dynamooutbox: look up job %s in %s: %w", id, IndexByID, err)
 	}
 	for _, it := range out.Items {
 		pk, _ := getS(it, AttrPK)
 		sk, _ := getS(it, AttrSK)
 		if pk != "" && sk != "" {
-			return key{pk, sk}, true, nil
+			return claimRef{k: key{pk, sk}}, false, nil
 		}
 	}
-	return key{pk: standardPrefix + id, sk: standardSK}, true, nil
+	return claimRef{k: key{pk: standardPrefix + id, sk: standardSK}}, false, nil
 }
 
 // Complete implements [outbox.Store]: one conditional write per outcome, guarded by the claim
@@ -387,9 +540,12 @@ func (o *Outbox) Complete(ctx context.Context, owner string, outcomes []outbox.O
 	var errs []error
 	err := o.parallel(ctx, len(outcomes), func(ctx context.Context, i int) error {
 		oc := outcomes[i]
-		k, _, err := o.keyFor(ctx, oc.ID, true)
+		ref, remembered, err := o.refFor(ctx, oc.ID, true)
 		if err == nil {
-			err = o.completeOne(ctx, k, owner, oc, now)
+			if !remembered {
+				ref.created = -1
+			}
+			err = o.completeOne(ctx, ref, owner, oc, now)
 		}
 		if err != nil {
 			mu.Lock()
@@ -404,7 +560,10 @@ func (o *Outbox) Complete(ctx context.Context, owner string, outcomes []outbox.O
 	return errors.Join(errs...)
 }
 
-func (o *Outbox) completeOne(ctx context.Context, k key, owner string, oc outbox.Outcome, now time.Time) error {
+// completeOne writes back one outcome. ref.created is the entry's created_at as claimed (-1 when
+// not known).
+func (o *Outbox) completeOne(ctx context.Context, ref claimRef, owner string, oc outbox.Outcome, now time.Time) error {
+	k := ref.k
 	values := map[string]types.AttributeValue{
 		":pending": attrS(string(outbox.StatePending)), ":owner": attrS(owner), ":att": attrN(int64(oc.Attempts)),
 	}
@@ -413,7 +572,7 @@ func (o *Outbox) completeOne(ctx context.Context, k key, owner string, oc outbox
 		_, err = o.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(o.cfg.Table), Key: k.av(), ConditionExpression: aws.String(guard),
 			ExpressionAttributeNames: pick(names, "#st", "#lb", "#at"), ExpressionAttributeValues: values,
-		})
+		}, keepConnection)
 	} else {
 		var update string
 		used := []string{"#st", "#lb", "#at", "#lu"}
@@ -424,8 +583,20 @@ func (o *Outbox) completeOne(ctx context.Context, k key, owner string, oc outbox
 			values[":exp"] = attrN(expSeconds(now.Add(o.cfg.KeepSent)))
 			used = append(used, "#exp", "#gpk")
 		case oc.Release:
-			update = "SET #at = #at - :one REMOVE #lb, #lu"
-			values[":one"] = attrN(1)
+			// Available at AvailableAt (zero: now), and never at created_at itself, which would
+			// make the sweeper take it for a job not tried yet and leave it SweepAfter to the
+			// stream (due).
+			av := oc.AvailableAt
+			if av.IsZero() {
+				av = now
+			}
+			ms := av.UnixMilli()
+			if ref.created >= 0 && ms <= ref.created {
+				ms = ref.created + 1
+			}
+			update = "SET #at = #at - :one, #av = :av REMOVE #lb, #lu"
+			values[":one"], values[":av"] = attrN(1), attrN(ms)
+			used = append(used, "#av")
 		case oc.Dead:
 			id := oc.ID
 			update = "SET #st = :dead, #le = :err, #gpk = :dgpk REMOVE #lb, #lu"
@@ -443,7 +614,7 @@ func (o *Outbox) completeOne(ctx context.Context, k key, owner string, oc outbox
 			TableName: aws.String(o.cfg.Table), Key: k.av(), UpdateExpression: aws.String(update),
 			ConditionExpression: aws.String(guard), ExpressionAttributeNames: pick(names, used...),
 			ExpressionAttributeValues: values,
-		})
+		}, keepConnection)
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -473,7 +644,7 @@ func (o *Outbox) Get(ctx context.Context, id string) (outbox.Entry, error) {
 	if err != nil {
 		return outbox.Entry{}, err
 	}
-	out, err := o.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(o.cfg.Table), Key: k.av(), ConsistentRead: aws.Bool(true)})
+	out, err := o.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(o.cfg.Table), Key: k.av(), ConsistentRead: aws.Bool(true)}, keepConnection)
 	if err != nil {
 		return outbox.Entry{}, fmt.Errorf("dynamooutbox: get job %s: %w", id, err)
 	}
@@ -488,7 +659,8 @@ func (o *Outbox) Get(ctx context.Context, id string) (outbox.Entry, error) {
 }
 
 // Retry implements [outbox.Inspector]: one conditional UpdateItem makes the entry pending, due
-// now, with no attempts and no claim.
+// now, with no attempts and no claim, unless a relay's claim on it is live (by Config.Now): then
+// it changes nothing and returns an error wrapping outbox.ErrClaimed that names the claim.
 func (o *Outbox) Retry(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty id", outbox.ErrNotFound)
@@ -497,25 +669,71 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	now := o.cfg.Now()
 	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #st = :pending, #at = :zero, #av = :now, #gpk = :pgpk REMOVE #lb, #lu"),
-		ConditionExpression:      aws.String("attribute_exists(#pk) AND #st <> :sent"),
+		ConditionExpression:      aws.String("attribute_exists(#pk) AND #st <> :sent AND (#st <> :pending OR " + leaseFree + ")"),
 		ExpressionAttributeNames: pick(names, "#pk", "#st", "#at", "#av", "#gpk", "#lb", "#lu"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pending": attrS(string(outbox.StatePending)), ":zero": attrN(0), ":now": attrN(o.cfg.Now().UnixMilli()),
+			":pending": attrS(string(outbox.StatePending)), ":zero": attrN(0), ":now": attrN(now.UnixMilli()),
 			":pgpk": attrS(statePartition(string(outbox.StatePending), shard(id))), ":sent": attrS(string(outbox.StateSent)),
+			":ntype": attrS("N"),
 		},
-	})
+	}, keepConnection)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		// Gone or sent, or claimed: read it to say which.
+		e, gerr := o.Get(ctx, id)
+		switch {
+		case gerr == nil && e.State == outbox.StatePending && e.Claimed(now):
+			return fmt.Errorf("%w: job %s is claimed by relay %s until %s: it is being sent now; retry it after that if it is still pending",
+				outbox.ErrClaimed, id, e.LockedBy, e.LockedUntil.Format(time.RFC3339))
+		case gerr == nil && e.State != outbox.StateSent:
+			return fmt.Errorf("dynamooutbox: retry job %s: it changed meanwhile (%s); try again", id, e.State)
+		}
 		return fmt.Errorf("%w: %q", outbox.ErrNotFound, id)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamooutbox: retry job %s: %w", id, err)
 	}
 	return nil
+}
+
+// CountDead returns how many dead jobs the outbox holds: one Query with Select COUNT per shard
+// of the by_state index (paged), which reads index keys only. The relay function publishes it
+// after every sweep as the gauge OutboxDeadJobs, on which the stack's alarm fires.
+func (o *Outbox) CountDead(ctx context.Context) (int, error) {
+	counts := make([]int, Shards)
+	err := o.parallel(ctx, Shards, func(ctx context.Context, s int) error {
+		in := &dynamodb.QueryInput{
+			TableName: aws.String(o.cfg.Table), IndexName: aws.String(IndexByState),
+			KeyConditionExpression:    aws.String("#gpk = :gpk"),
+			ExpressionAttributeNames:  map[string]string{"#gpk": AttrGSIPK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":gpk": attrS(statePartition(string(outbox.StateDead), s))},
+			Select:                    types.SelectCount,
+		}
+		for {
+			out, err := o.cfg.Client.Query(ctx, in, keepConnection)
+			if err != nil {
+				return fmt.Errorf("dynamooutbox: count dead jobs, shard %d: %w", s, err)
+			}
+			counts[s] += int(out.Count)
+			if len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n, nil
 }
 
 // List implements [outbox.Inspector]: it queries the state's shards of the by_state index (in
@@ -550,7 +768,7 @@ func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, err
 			ExpressionAttributeNames:  map[string]string{"#gpk": AttrGSIPK, "#ord": AttrOrd, "#pk": AttrPK, "#sk": AttrSK},
 			ExpressionAttributeValues: values,
 			Limit:                     aws.Int32(int32(limit)),
-		})
+		}, keepConnection)
 		if err != nil {
 			return fmt.Errorf("dynamooutbox: list %s shard %d: %w", q.State, s, err)
 		}
@@ -630,7 +848,7 @@ func (o *Outbox) batchGet(ctx context.Context, cands []candidate) (map[key]map[s
 		}
 		out, err := o.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 			o.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)},
-		}})
+		}}, keepConnection)
 		if err != nil {
 			return nil, fmt.Errorf("dynamooutbox: read %d items: %w", len(keys), err)
 		}
@@ -684,4 +902,14 @@ func pick(all map[string]string, placeholders ...string) map[string]string {
 		out[p] = all[p]
 	}
 	return out
+}
+
+// keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
+// under a race in its HTTP layer and repeat the call, and a repeated conditional write (a claim,
+// a write-back) is refused by its own first attempt: a claim lost that way stays claimed, unsent,
+// for a whole lease, and holds its FIFO group (internal/sdkhttp).
+func keepConnection(o *dynamodb.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
+	}
 }

@@ -12,7 +12,7 @@ func TestPlaceholdersArePrefixFree(t *testing.T) {
 	for p := range names {
 		all = append(all, p)
 	}
-	all = append(all, ":pending", ":ver", ":now", ":one", ":owner", ":until", ":zero", ":att", ":sent", ":exp", ":dead", ":err", ":dgpk", ":av", ":pgpk", ":gpk", ":tok", ":pk", ":id")
+	all = append(all, ":pending", ":ver", ":now", ":one", ":owner", ":until", ":zero", ":att", ":sent", ":exp", ":dead", ":err", ":dgpk", ":av", ":pgpk", ":gpk", ":tok", ":pk", ":id", ":ntype")
 	for _, a := range all {
 		for _, b := range all {
 			if a != b && strings.HasPrefix(b, a) {

@@ -32,7 +32,8 @@ type StreamRelayConfig struct {
 	// Lease is how long a claim lasts (the relay's lease: a crash leaves the jobs to the sweeper
 	// once it ended). Defaults to outbox.DefaultLease (30 s).
 	Lease time.Duration
-	// MaxPerGroup bounds the jobs of one FIFO group claimed for one batch. Defaults to 100.
+	// MaxPerGroup bounds the jobs of one FIFO group claimed for one batch (from the group's
+	// oldest unsent job on, whatever records the batch has of it). Defaults to 100.
 	MaxPerGroup int
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
@@ -109,6 +110,10 @@ func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEven
 			continue
 		}
 		seqOf[k.pk] = append(seqOf[k.pk], r.Change.SequenceNumber)
+		cd := candidate{k: k, ord: ordOfItem(item)}
+		if bad := stateProblem(item, stateAttrs...); bad != "" && !k.fifo() {
+			cd.bad, cd.item = bad, item // made dead, not claimed (a FIFO group's read finds it)
+		}
 		if k.fifo() {
 			if groups[k.pk] {
 				continue
@@ -118,12 +123,12 @@ func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEven
 		} else {
 			claim.Max++
 		}
-		cands = append(cands, candidate{k: k, ord: ordOfItem(item)})
+		cands = append(cands, cd)
 	}
 	if len(cands) == 0 {
 		return resp, nil
 	}
-	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, cands, modeStream)
+	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, cands, modeStream, s.cfg.MaxPerGroup)
 	for pk, err := range failures {
 		s.cfg.Logger.WarnContext(ctx, "outbox stream relay: claim failed; the record is retried", "pk", pk, "error", err)
 		for _, seq := range seqOf[pk] {
@@ -131,8 +136,11 @@ func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEven
 		}
 	}
 	if len(failures) > 0 && len(failures) == len(seqOf) && len(entries) == 0 {
-		// Nothing could be claimed: every record is reported failed, which the mapping retries
-		// like a function error (and bisects, when told to).
+		// Nothing could be claimed: every record is reported failed. The mapping then retries
+		// from the lowest sequence number returned (here the batch's first record) under its
+		// retry policy; with BisectBatchOnFunctionError it splits a partial response at that
+		// sequence number and retries only the records from it on, as it would for a function
+		// error (AWS Lambda: "Configuring partial batch response with DynamoDB and Lambda").
 		var errs []error
 		for _, err := range failures {
 			errs = append(errs, err)

@@ -133,7 +133,7 @@ type TableAPI interface {
 // for local runs and tests (the CDK stack declares the same table). It returns the table's
 // stream ARN.
 func CreateTable(ctx context.Context, client TableAPI, name string) (streamARN string, err error) {
-	_, err = client.CreateTable(ctx, TableInput(name))
+	_, err = client.CreateTable(ctx, TableInput(name), keepConnection)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return "", fmt.Errorf("dynamooutbox: create table %s: %w", name, err)
@@ -141,7 +141,7 @@ func CreateTable(ctx context.Context, client TableAPI, name string) (streamARN s
 	if err := EnableTTL(ctx, client, name); err != nil {
 		return "", err
 	}
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, keepConnection)
 	if err != nil {
 		return "", fmt.Errorf("dynamooutbox: describe table %s: %w", name, err)
 	}

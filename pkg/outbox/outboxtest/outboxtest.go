@@ -330,6 +330,50 @@ var cases = []struct {
 			e.t.Errorf("attempts %d after a release and a claim, want 1", got[0].Attempts)
 		}
 	}},
+	{"ReleaseWaitsForItsAvailableAt", func(e *env) {
+		// A relay defers an entry it could not send yet (a delay its producer cannot express)
+		// by releasing it with a later AvailableAt: no attempt spent, not due before then.
+		a := e.entry("")
+		e.insert(a)
+		c := e.claim("r1", 10, at(0))[0]
+		e.complete("r1", outbox.Outcome{ID: c.ID(), Attempts: c.Attempts, Release: true, AvailableAt: at(time.Hour)})
+		g, ok := e.get(a.ID())
+		if !ok || g.State != outbox.StatePending || g.Attempts != 0 || g.LockedBy != "" || !sameTime(g.AvailableAt, at(time.Hour)) {
+			e.t.Errorf("after a release until %v: %+v (found %v)", at(time.Hour), g, ok)
+		}
+		e.wantIDs("claim before AvailableAt", e.claim("r2", 10, at(time.Hour-time.Millisecond)))
+		got := e.claim("r2", 10, at(time.Hour))
+		e.wantIDs("claim at AvailableAt", got, a)
+		if len(got) == 1 && got[0].Attempts != 1 {
+			e.t.Errorf("attempts %d after a deferral and a claim, want 1", got[0].Attempts)
+		}
+	}},
+	{"RetryRefusesALiveClaim", func(e *env) {
+		// Retry on an entry a relay is sending would clear its claim: the relay's guarded
+		// write-back would then fail and the entry be sent twice. The suite's claims lie in 2050,
+		// so they are live by any store's clock.
+		a, b := e.entry(""), e.entry("")
+		e.insert(a, b)
+		got := e.claim("r1", 10, at(0))
+		if len(got) != 2 {
+			e.t.Fatalf("claimed %v", ids(got))
+		}
+		if err := e.h.Inspector.Retry(e.ctx, a.ID()); !errors.Is(err, outbox.ErrClaimed) {
+			e.t.Errorf("Retry(claimed) = %v, want ErrClaimed", err)
+		}
+		if g, ok := e.get(a.ID()); !ok || g.LockedBy != "r1" || g.Attempts != 1 {
+			e.t.Errorf("a refused Retry changed the entry: %+v (found %v)", g, ok)
+		}
+		// The relay's write-back still holds, and once the claim is gone Retry works.
+		e.complete("r1", sent(got[0]), failed(got[1], "throttled", at(time.Hour)))
+		if g, ok := e.get(a.ID()); ok && g.State != outbox.StateSent {
+			e.t.Errorf("the relay's write-back after a refused Retry: %s is %s", a.ID(), g.State)
+		}
+		if err := e.h.Inspector.Retry(e.ctx, b.ID()); err != nil {
+			e.t.Errorf("Retry(waiting for a retry) = %v", err)
+		}
+		e.wantIDs("claim after Retry", e.claim("r2", 10, at(time.Second)), b)
+	}},
 	{"WriteBackIsGuardedByTheClaim", func(e *env) {
 		a, b := e.entry(""), e.entry("")
 		e.insert(a, b)
