@@ -77,7 +77,7 @@ RETURNING {COLUMNS}`
 UPDATE {T} o SET
 	state = CASE WHEN x.op = 'dead' THEN 'dead' ELSE o.state END,
 	attempts = CASE WHEN x.op = 'release' THEN o.attempts - 1 ELSE o.attempts END,
-	available_at = CASE WHEN x.op = 'failed' THEN x.available_at ELSE o.available_at END,
+	available_at = CASE WHEN x.op = 'failed' OR (x.op = 'release' AND x.available_at IS NOT NULL) THEN x.available_at ELSE o.available_at END,
 	last_error = CASE WHEN x.op IN ('failed', 'dead') THEN x.error ELSE o.last_error END,
 	locked_by = NULL, locked_until = NULL
 FROM x

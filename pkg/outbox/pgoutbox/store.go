@@ -91,6 +91,9 @@ func (o *Outbox) Complete(ctx context.Context, owner string, outcomes []outbox.O
 			x.Op = "sent"
 		case oc.Release:
 			x.Op = "release"
+			if !oc.AvailableAt.IsZero() {
+				x.AvailableAt = optTime(oc.AvailableAt) // a deferral, or the relay's now
+			}
 		case oc.Dead:
 			x.Op = "dead"
 		default:
@@ -258,18 +261,31 @@ func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, err
 }
 
 // Retry implements outbox.Inspector: the row is pending and due at once (available_at is set to
-// created_at), with attempts 0 and no claim; its last error is kept.
+// created_at), with attempts 0 and no claim; its last error is kept. A pending row whose claim is
+// live by the database's clock (a relay is sending it) is refused with outbox.ErrClaimed, and left
+// as it is.
 func (o *Outbox) Retry(ctx context.Context, id string) error {
 	if o.db == nil {
 		return errNoDB
 	}
 	res, err := o.db.ExecContext(ctx, "UPDATE "+o.table+` SET state = 'pending', attempts = 0, locked_by = NULL,
-		locked_until = NULL, available_at = created_at WHERE id = $1`, id)
+		locked_until = NULL, available_at = created_at
+		WHERE id = $1 AND NOT (state = 'pending' AND locked_until IS NOT NULL AND locked_until > now())`, id)
 	if err != nil {
 		return fmt.Errorf("pgoutbox: retry %s in %s: %w", id, o.table, err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("pgoutbox: %w: %q", outbox.ErrNotFound, id)
+		var lockedBy sql.NullString
+		var lockedUntil sql.NullTime
+		err := o.db.QueryRowContext(ctx, "SELECT locked_by, locked_until FROM "+o.table+" WHERE id = $1", id).Scan(&lockedBy, &lockedUntil)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("pgoutbox: %w: %q", outbox.ErrNotFound, id)
+		case err != nil:
+			return fmt.Errorf("pgoutbox: retry %s in %s: %w", id, o.table, err)
+		}
+		return fmt.Errorf("pgoutbox: %w: %q is claimed by %s until %s: it is being sent; retry it once the claim ended if it is still pending",
+			outbox.ErrClaimed, id, lockedBy.String, lockedUntil.Time.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
