@@ -23,6 +23,12 @@
 //
 // # Semantics
 //
+// A relay that is stopped (its context cancelled) sends nothing more, but lets a send already
+// in flight finish (within half the lease) and writes back its outcome, so that a stop does not
+// turn into duplicates. An entry claimed more than MaxAttempts times without a write-back (every
+// relay that claimed it crashed or timed out with it, say because it is too large for the
+// relay's memory) ends dead unsent, rather than being claimed for ever.
+//
 // At least once into SQS, once in effect: a relay that crashes after SQS accepted an entry and
 // before it wrote that back leaves the entry claimed; once the claim's lease has passed, a relay
 // claims and sends it again, with the same job id, and the worker's idempotency store runs its

@@ -244,6 +244,16 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 			r.failed(ctx, e, &outcomes[i], fmt.Errorf("the stored entry cannot be read: %s", e.Corrupt))
 			continue
 		}
+		if e.Attempts > r.cfg.MaxAttempts {
+			// Claimed more often than it was attempted: the relays that claimed it never wrote
+			// back (each crashed or ran out of time with it in hand). Sending it again would go
+			// on for ever: it ends dead, unsent.
+			outcomes[i].Dead = true
+			outcomes[i].Error = truncate(fmt.Sprintf("claimed %d times without a write-back (MaxAttempts %d): a relay crashed or timed out with it each time; not sent again", e.Attempts, r.cfg.MaxAttempts), MaxErrorLength)
+			r.cfg.Logger.ErrorContext(ctx, "outbox entry is dead: its claims were never written back", "relay", r.cfg.ID,
+				"job_id", e.ID(), "kind", e.Message.Kind, "attempts", e.Attempts)
+			continue
+		}
 		p := r.producerFor(e.Message.QueueURL)
 		if p == nil {
 			r.failed(ctx, e, &outcomes[i], fmt.Errorf("no producer of this relay sends to queue %s", e.Message.QueueURL))
@@ -260,14 +270,25 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 		for k, i := range idx {
 			msgs[k] = entries[i].Message
 		}
-		results, _ := p.Send(ctx, msgs) // the call's error is also every result's
+		if ctx.Err() != nil {
+			// The relay is stopping: what it has not started to send goes back at once.
+			for _, i := range idx {
+				outcomes[i].Release, outcomes[i].AvailableAt = true, now
+			}
+			continue
+		}
+		// A send once started is not cut off by a stop: SQS may accept a request whose answer
+		// never arrives, and the entries would then be sent again. It is bounded by half the
+		// lease (and by ctx's deadline), so that it ends while the claim holds.
+		sctx, cancel := r.sendContext(ctx)
+		results, _ := p.Send(sctx, msgs) // the call's error is also every result's
+		cancel()
 		for k, i := range idx {
 			switch err := results[k].Err; {
 			case err == nil:
 				outcomes[i].Sent = true
-			case errors.Is(err, producer.ErrGroupBlocked),
-				ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-				// Not attempted: the group stopped, or the relay is stopping.
+			case errors.Is(err, producer.ErrGroupBlocked):
+				// Not attempted: an earlier entry of its group was not sent.
 				outcomes[i].Release, outcomes[i].AvailableAt = true, now
 			case errors.Is(err, producer.ErrNeedsScheduler) && r.deferral(ctx, p, &entries[i], &outcomes[i], now):
 				deferred[i] = true
@@ -300,6 +321,16 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 		return st, fmt.Errorf("outbox: write back %d outcomes (the sent entries will be sent again once their claim expires): %w", len(outcomes), err)
 	}
 	return st, nil
+}
+
+// sendContext is the context of one send: not cancelled with ctx, ended after half the lease or
+// at ctx's deadline, whichever is first.
+func (r *Relay) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(r.cfg.Lease / 2)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
 
 func (r *Relay) producerFor(queueURL string) *producer.Producer {

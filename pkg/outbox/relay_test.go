@@ -346,8 +346,7 @@ func TestRelayStopsCleanly(t *testing.T) {
 func TestRelayReleasesWhatAStopLeftUnsent(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: t0}
-	ctx, cancel := context.WithCancel(context.Background())
-	api := &cancellingSQS{cancel: cancel}
+	api := &fakeSQS{}
 	p := newProducer(t, api, stdURL, clk)
 	s := outbox.NewMemoryStore()
 	e := prepare(t, p, clk, "1")
@@ -355,9 +354,15 @@ func TestRelayReleasesWhatAStopLeftUnsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, Logger: quiet()})
-	st, err := r.RunOnce(ctx)
-	if err != nil || st.Released != 1 {
-		t.Fatalf("RunOnce = %+v, %v; want the entry released", st, err)
+	claimed, err := s.Claim(context.Background(), outbox.Claim{Owner: r.ID(), Max: 10, Now: t0, Until: t0.Add(time.Minute)})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the relay is stopping before it sends
+	st, err := r.Publish(ctx, claimed)
+	if err != nil || st.Released != 1 || api.calls.Load() != 0 {
+		t.Fatalf("Publish = %+v, %v, %d sends; want the entry released unsent", st, err, api.calls.Load())
 	}
 	got, _ := s.Get(context.Background(), e.ID())
 	if got.Attempts != 0 || got.LockedBy != "" || got.LastError != "" {
@@ -365,175 +370,70 @@ func TestRelayReleasesWhatAStopLeftUnsent(t *testing.T) {
 	}
 }
 
-// cancellingSQS cancels the relay's context and fails as a cancelled call does.
-type cancellingSQS struct {
-	fakeSQS
-	cancel context.CancelFunc
-}
-
-func (c *cancellingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	c.cancel()
-	return nil, context.Canceled
-}
-
-// A corrupt entry (one its store could not read back) is never sent: it fails with the store's
-// reason until it is dead, and the entries beside it go out.
-func TestRelayFailsCorruptEntriesUntilDead(t *testing.T) {
+// A stop that arrives while a send is in flight does not cut the send off: SQS may accept it
+// without the answer arriving, and the entries would be sent twice.
+func TestRelayStopDoesNotCutASendOff(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: t0}
-	api := &fakeSQS{}
-	p := newProducer(t, api, stdURL, clk)
-	mem := outbox.NewMemoryStore()
-	bad, good := prepare(t, p, clk, "bad"), prepare(t, p, clk, "good")
-	if err := mem.Add(bad, good); err != nil {
-		t.Fatal(err)
-	}
-	s := &corruptingStore{MemoryStore: mem, id: bad.ID()}
-	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 2, Logger: quiet(),
-		Backoff: jobs.PolicyFunc(func(int) time.Duration { return time.Second })})
-	ctx := context.Background()
-	if st, err := r.RunOnce(ctx); err != nil || st.Sent != 1 || st.Failed != 1 {
-		t.Fatalf("first pass %+v, %v", st, err)
-	}
-	clk.Add(time.Second)
-	if st, err := r.RunOnce(ctx); err != nil || st.Dead != 1 {
-		t.Fatalf("second pass %+v, %v", st, err)
-	}
-	e, _ := mem.Get(ctx, bad.ID())
-	if e.State != outbox.StateDead || !strings.Contains(e.LastError, "cannot be read: attribute body is garbage") {
-		t.Errorf("corrupt entry ended %+v", e)
-	}
-	for _, b := range api.sent() {
-		if strings.Contains(b, bad.ID()) {
-			t.Errorf("the corrupt entry was sent: %s", b)
-		}
-	}
-}
-
-// corruptingStore marks one entry corrupt when it is claimed.
-type corruptingStore struct {
-	*outbox.MemoryStore
-	id string
-}
-
-func (c *corruptingStore) Claim(ctx context.Context, cl outbox.Claim) ([]outbox.Entry, error) {
-	got, err := c.MemoryStore.Claim(ctx, cl)
-	for i := range got {
-		if got[i].ID() == c.id {
-			got[i].Corrupt = "attribute body is garbage"
-		}
-	}
-	return got, err
-}
-
-// An entry delayed beyond what SQS's DelaySeconds holds, relayed by a producer without a
-// scheduler, is deferred without spending an attempt until the delay fits (RunAt − 15 minutes),
-// then sent with the rest of its delay. With MaxAttempts 1, a spent attempt would kill it.
-func TestRelayDefersLongDelaysWithoutAScheduler(t *testing.T) {
-	t.Parallel()
-	clk := &clock{now: t0}
-	api := &fakeSQS{}
+	ctx, cancel := context.WithCancel(context.Background())
+	api := &cancellingSQS{cancel: cancel}
 	p := newProducer(t, api, stdURL, clk)
 	s := outbox.NewMemoryStore()
-	long := prepare(t, p, clk, "later", producer.WithDelay(time.Hour))
-	now := prepare(t, p, clk, "now")
-	if err := s.Add(long, now); err != nil {
-		t.Fatal(err)
-	}
-	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 1, Logger: quiet()})
-	ctx := context.Background()
-	st, err := r.RunOnce(ctx)
-	if want := (outbox.Stats{Claimed: 2, Sent: 1, Deferred: 1, Passes: 1}); err != nil || st != want {
-		t.Fatalf("first pass: %+v, %v; want %+v", st, err, want)
-	}
-	e, _ := s.Get(ctx, long.ID())
-	if e.State != outbox.StatePending || e.Attempts != 0 || e.LockedBy != "" || e.LastError != "" || !e.AvailableAt.Equal(long.Message.RunAt.Add(-producer.MaxDelay)) {
-		t.Fatalf("the deferred entry is %+v; want pending, no attempt, no error, due at RunAt - 15m", e)
-	}
-	clk.Add(44 * time.Minute)
-	if st, _ := r.Drain(ctx); st.Claimed != 0 {
-		t.Fatalf("the deferred entry was claimed before it was due: %+v", st)
-	}
-	clk.Add(time.Minute) // t0 + 45m = RunAt - 15m
-	st, err = r.Drain(ctx)
-	if err != nil || st.Sent != 1 || st.Claimed != 1 {
-		t.Fatalf("when due: %+v, %v; want it sent", st, err)
-	}
-	if d := api.delays; len(d) != 2 || d[1] != 900 {
-		t.Errorf("DelaySeconds of the sends: %v; want the deferred job sent with 900", d)
-	}
-}
-
-// On a FIFO queue, where any delay needs the scheduler, a delayed entry is deferred until its
-// RunAt and holds its group back until then (the entry behind it is released, not attempted).
-func TestRelayDefersFIFODelaysWithoutAScheduler(t *testing.T) {
-	t.Parallel()
-	clk := &clock{now: t0}
-	api := &fakeSQS{}
-	p := newProducer(t, api, fifoURL, clk)
-	s := outbox.NewMemoryStore()
-	head := prepare(t, p, clk, "head", producer.WithGroupID("g"), producer.WithDelay(5*time.Minute))
-	tail := prepare(t, p, clk, "tail", producer.WithGroupID("g"))
-	if err := s.Add(head, tail); err != nil {
+	if err := s.Add(prepare(t, p, clk, "1")); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, Logger: quiet()})
-	ctx := context.Background()
 	st, err := r.RunOnce(ctx)
-	if err != nil || st != (outbox.Stats{Claimed: 2, Deferred: 1, Released: 1, Passes: 1}) {
-		t.Fatalf("first pass %+v, %v", st, err)
+	if err != nil || st.Sent != 1 || api.cut.Load() {
+		t.Fatalf("RunOnce = %+v, %v (send cut off: %v); want the send to complete", st, err, api.cut.Load())
 	}
-	for _, id := range []string{head.ID(), tail.ID()} {
-		if e, _ := s.Get(ctx, id); e.Attempts != 0 || e.LockedBy != "" {
-			t.Errorf("%s after the first pass: %+v; want no attempt, no claim", id, e)
-		}
-	}
-	clk.Add(4 * time.Minute)
-	if st, _ := r.Drain(ctx); st.Claimed != 0 {
-		t.Fatalf("claimed before the head's RunAt: %+v", st)
-	}
-	clk.Add(time.Minute)
-	if st, err := r.Drain(ctx); err != nil || st.Sent != 2 {
-		t.Fatalf("at RunAt: %+v, %v; want the group sent", st, err)
-	}
-	if got := api.sent(); len(got) != 2 || !strings.Contains(got[0], head.ID()) || !strings.Contains(got[1], tail.ID()) {
-		t.Errorf("sent %v, want head then tail", got)
+	if s.Len() != 0 {
+		t.Errorf("%d entries left: the write-back after a stop did not happen", s.Len())
 	}
 }
 
-// A released entry is written back with the relay's now as its AvailableAt, so that a store that
-// tells fresh entries from tried ones by their times sees it as due at once.
-func TestRelayReleasesWithItsNow(t *testing.T) {
+// A batch that crashes every relay that claims it (so no write-back ever happens) ends dead
+// once it was claimed more than MaxAttempts times, without being sent again.
+func TestRelayGivesUpOnEntriesWhoseClaimsAreNeverWrittenBack(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: t0}
-	api := &fakeSQS{reject: func(body string) bool { return strings.Contains(body, `"order":"a1"`) }}
-	p := newProducer(t, api, fifoURL, clk)
-	mem := outbox.NewMemoryStore()
-	a1 := prepare(t, p, clk, "a1", producer.WithGroupID("a"))
-	a2 := prepare(t, p, clk, "a2", producer.WithGroupID("a"))
-	if err := mem.Add(a1, a2); err != nil {
+	api := &fakeSQS{}
+	p := newProducer(t, api, stdURL, clk)
+	s := outbox.NewMemoryStore()
+	e := prepare(t, p, clk, "crash")
+	if err := s.Add(e); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recordingStore{MemoryStore: mem}
-	clk.Add(time.Second)
-	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: rec, Producers: []*producer.Producer{p}, Now: clk.Now, Logger: quiet()})
-	if st, err := r.RunOnce(context.Background()); err != nil || st.Released != 1 || st.Failed != 1 {
-		t.Fatalf("RunOnce %+v, %v", st, err)
-	}
-	for _, o := range rec.outcomes {
-		if o.ID == a2.ID() && (!o.Release || !o.AvailableAt.Equal(clk.Now())) {
-			t.Errorf("a2's outcome %+v: want a release available at the relay's now %v", o, clk.Now())
+	for i := range 3 { // three relays crash with it in hand
+		if _, err := s.Claim(context.Background(), outbox.Claim{Owner: fmt.Sprint("crashed-", i), Max: 1, Now: clk.Now(), Until: clk.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
 		}
+		clk.Add(time.Minute)
+	}
+	r, _ := outbox.NewRelay(outbox.RelayConfig{Store: s, Producers: []*producer.Producer{p}, Now: clk.Now, MaxAttempts: 3, Logger: quiet()})
+	st, err := r.RunOnce(context.Background())
+	if err != nil || st.Dead != 1 || api.calls.Load() != 0 {
+		t.Fatalf("RunOnce = %+v, %v, %d sends; want it dead and unsent", st, err, api.calls.Load())
+	}
+	got, _ := s.Get(context.Background(), e.ID())
+	if got.State != outbox.StateDead || !strings.Contains(got.LastError, "claimed 4 times without a write-back") {
+		t.Errorf("entry %+v", got)
 	}
 }
 
-// recordingStore keeps the outcomes written back.
-type recordingStore struct {
-	*outbox.MemoryStore
-	outcomes []outbox.Outcome
+// cancellingSQS cancels the relay's context during the send, then answers success, noting
+// whether the send's own context was cut off by it.
+type cancellingSQS struct {
+	fakeSQS
+	cancel context.CancelFunc
+	cut    atomic.Bool
 }
 
-func (r *recordingStore) Complete(ctx context.Context, owner string, outcomes []outbox.Outcome) error {
-	r.outcomes = append(r.outcomes, outcomes...)
-	return r.MemoryStore.Complete(ctx, owner, outcomes)
+func (c *cancellingSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	c.cancel()
+	if ctx.Err() != nil {
+		c.cut.Store(true)
+		return nil, ctx.Err()
+	}
+	return c.fakeSQS.SendMessageBatch(ctx, in, opts...)
 }
