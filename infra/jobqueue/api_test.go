@@ -226,8 +226,9 @@ func publicShape(t *testing.T, s *apiShape, name string, suppressed bool) (asser
 
 var apiPublicSuppressed apiShape
 
-// TestApiPublicURL: AuthType NONE, set explicitly, makes the URL public (CDK's permissions for
-// the principal "*" with the NONE condition) and raises the cdk-nag error ApiPublicUrlRule on
+// TestApiPublicURL: AuthType NONE, set explicitly, makes the URL public (CDK's two permissions
+// for the principal "*": lambda:InvokeFunctionUrl with the NONE condition, lambda:InvokeFunction
+// via the URL only) and raises the cdk-nag error ApiPublicUrlRule on
 // it: the stack does not synthesize until that finding is suppressed with a reason.
 func TestApiPublicURL(t *testing.T) {
 	apiPublic.noTemplate = true
@@ -278,9 +279,21 @@ func TestApiPublicURL(t *testing.T) {
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{"AuthType": "NONE"})
 	})
+	// Function URLs created since October 2025 need both actions in the resource policy (AWS's
+	// "Control access to Lambda function URLs"): lambda:InvokeFunctionUrl for the NONE auth type
+	// and lambda:InvokeFunction through the URL only; CDK adds both, to the API function alone.
+	onAPI := map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsApiFunction")), "Arn"}}
+	check(t, func() {
+		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(2))
+	})
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
-			"Action": "lambda:InvokeFunctionUrl", "Principal": "*", "FunctionUrlAuthType": "NONE",
+			"Action": "lambda:InvokeFunctionUrl", "Principal": "*", "FunctionUrlAuthType": "NONE", "FunctionName": onAPI,
+		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
+			"Action": "lambda:InvokeFunction", "Principal": "*", "InvokedViaFunctionUrl": true, "FunctionName": onAPI,
 		})
 	})
 }
