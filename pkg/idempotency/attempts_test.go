@@ -53,11 +53,13 @@ func TestAttemptsBeforeCountsTheSameWithAStore(t *testing.T) {
 		before, max  int
 		wantAttempts []int // the attempt numbers the job ran with
 		wantDeadAt   int   // the attempt of the dead letter
+		wantRuns     int   // the record's runs: real runs, counted from attempts_before
 	}{
-		{"one spent of three", 1, 3, []int{2, 3}, 3},
-		{"none spent", 0, 2, []int{1, 2}, 2},
-		{"all spent", 3, 3, nil, 4},
-		{"more than all spent", 5, 3, nil, 6},
+		{"one spent of three", 1, 3, []int{2, 3}, 3, 3},
+		{"none spent", 0, 2, []int{1, 2}, 2, 2},
+		// Dead-lettered without running: the record counts the attempts spent, not the refusal.
+		{"all spent", 3, 3, nil, 4, 3},
+		{"more than all spent", 5, 3, nil, 6, 5},
 	} {
 		for _, b := range backends {
 			t.Run(tc.name+"/"+b.name, func(t *testing.T) {
@@ -115,8 +117,8 @@ func TestAttemptsBeforeCountsTheSameWithAStore(t *testing.T) {
 					return
 				}
 				rec, err := store.Get(ctx, "payment.charge", jobID)
-				if err != nil || rec.State != idempotency.StateDead || rec.Reason != jobs.ReasonExhausted || rec.Runs != tc.wantDeadAt {
-					t.Errorf("record = %+v, %v; want dead (exhausted) with runs %d", rec, err, tc.wantDeadAt)
+				if err != nil || rec.State != idempotency.StateDead || rec.Reason != jobs.ReasonExhausted || rec.Runs != tc.wantRuns {
+					t.Errorf("record = %+v, %v; want dead (exhausted) with runs %d", rec, err, tc.wantRuns)
 				}
 			})
 		}

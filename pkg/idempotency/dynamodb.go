@@ -359,6 +359,11 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	if f.State == StateDead && f.MessageID != "" {
 		u.setTo(AttrDeadMsg, e.v(":deadmsg", avS(f.MessageID)))
 	}
+	if f.NotRun {
+		// The claim counted a run that did not happen: take it back in this same write (the
+		// token condition holds only on the claim's record, whose runs are ≥ 1).
+		u.setTo(AttrRuns, e.n(AttrRuns)+" - "+e.v(":one", avN(1)))
+	}
 	if StatusIndexed(f.State) {
 		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, ItemKey(f.Kind, f.Key), s.shards))))
 		u.setTo(AttrGSI1SK, nowMs)

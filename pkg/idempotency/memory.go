@@ -76,6 +76,9 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 		return ErrLeaseLost
 	}
 	rec.State, rec.UpdatedAt, rec.ExpiresAt = f.State, msTime(f.Now), expTime(f.ExpiresAt)
+	if f.NotRun && rec.Runs > 0 {
+		rec.Runs--
+	}
 	if f.Error != "" {
 		rec.LastError = TruncateError(f.Error)
 	}

@@ -295,6 +295,9 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 		result.mu.Unlock()
 	default:
 		f.State, f.Reason, f.Error = state, reason, workErr.Error()
+		// The worker dead-letters an attempt beyond MaxAttempts without running it (its check
+		// runs inside next): the claim's run did not happen.
+		f.NotRun = notRun(job, workErr)
 	}
 	// The job's context may be at its deadline: give the write its own short budget.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -317,6 +320,13 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 			m.cfg.OnFinishError(ctx, job, err)
 		}
 	}
+}
+
+// notRun reports whether the worker refused to run the claimed job as exhausted: its attempt was
+// beyond MaxAttempts (the worker's check, inside next, answers with a dead letter).
+func notRun(job *jobs.Info, workErr error) bool {
+	var dead *jobs.DeadLetterError
+	return job.Attempt > job.MaxAttempts && errors.As(workErr, &dead) && dead.Reason == jobs.ReasonExhausted
 }
 
 // refusal is the error of a job the middleware dead-letters from its record, without claiming

@@ -127,6 +127,12 @@ type Finish struct {
 	MessageID string
 	// Result is stored with a success (StateSucceeded); empty keeps none.
 	Result string
+	// NotRun says that the claimed job did not run: its attempt (the claim's Runs) was beyond its
+	// MaxAttempts, so the worker dead-lettered it as exhausted without running it. The same write
+	// takes back the run the claim counted (Runs - 1, that is max(runs before the claim,
+	// AttemptsBefore)), so that the record counts only real runs and the attempts earlier copies
+	// spent. The claim's attempt times stay.
+	NotRun bool
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
 }

@@ -197,6 +197,7 @@ var cases = []testCase{
 	{"PayloadMismatch", payloadMismatch},
 	{"RunsGrowAcrossFailures", runsGrow},
 	{"AttemptsBeforeCountsAsRuns", attemptsBefore},
+	{"NotRunTakesBackTheRun", notRun},
 	{"MarkDead", markDead},
 	{"WrongTokenLosesLease", wrongToken},
 	{"LeaseTakeover", leaseTakeover},
@@ -497,6 +498,50 @@ func attemptsBefore(t *testing.T, e *env) {
 			e.finish(fin(key, "B", idempotency.StateRetrying, t0.Add(2*time.Minute)))
 			if rec := e.mustClaim(req(key, "C", t0.Add(3*time.Minute))); rec.Runs != tt.wantRuns+1 {
 				t.Errorf("next claim: runs %d, want %d", rec.Runs, tt.wantRuns+1)
+			}
+		})
+	}
+}
+
+// notRun: a Finish with NotRun (the worker refused the claimed attempt as beyond MaxAttempts)
+// records the job dead with the runs it had before the claim, max(runs, AttemptsBefore), in the
+// same write; a Finish without it keeps the claim's run.
+func notRun(t *testing.T, e *env) {
+	t0 := at(0)
+	tests := []struct {
+		name     string
+		failures int // retrying runs before the claim
+		before   int
+		notRun   bool
+		wantRuns int
+	}{
+		{"no-record/attempts-before", 0, 3, true, 3},
+		{"runs-recorded", 3, 0, true, 3},
+		{"runs-and-attempts-before", 2, 3, true, 3},
+		{"ran", 0, 3, false, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			key := e.key()
+			for i := range tt.failures {
+				now := t0.Add(time.Duration(i) * time.Second)
+				e.mustClaim(req(key, "F"+strconv.Itoa(i), now))
+				e.finish(fin(key, "F"+strconv.Itoa(i), idempotency.StateRetrying, now.Add(time.Millisecond)))
+			}
+			r := req(key, "X", t0.Add(time.Minute))
+			r.AttemptsBefore = tt.before
+			if rec := e.mustClaim(r); rec.Runs != max(tt.failures, tt.before)+1 {
+				t.Fatalf("claim: runs %d, want %d", rec.Runs, max(tt.failures, tt.before)+1)
+			}
+			f := fin(key, "X", idempotency.StateDead, t0.Add(2*time.Minute))
+			f.Reason, f.Error, f.NotRun = "exhausted", "attempt 4 is beyond max attempts 3", tt.notRun
+			e.finish(f)
+			rec := e.get(key)
+			if rec.Runs != tt.wantRuns || rec.State != idempotency.StateDead || rec.Reason != "exhausted" || rec.Token != "" {
+				t.Errorf("after the finish (NotRun %v): runs %d state %s reason %q token %q, want runs %d dead exhausted",
+					tt.notRun, rec.Runs, rec.State, rec.Reason, rec.Token, tt.wantRuns)
 			}
 		})
 	}
