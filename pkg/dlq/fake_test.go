@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 )
@@ -51,13 +52,24 @@ type fakeSQS struct {
 	refuse  func(body string) bool
 	moves   []*sqs.StartMessageMoveTaskInput
 	lists   int
-	sent    []sqstypes.SendMessageBatchRequestEntry // every entry the job queue accepted
+	// Move tasks: each ListMessageMoveTasks moves step messages of every running task (1 when
+	// 0), none while frozen; failAt and failReason make the next task fail.
+	tasks      []*fakeTask
+	started    int
+	step       int
+	frozen     bool
+	failAt     int
+	failReason string
+	taskClock  time.Time
+	sent       []sqstypes.SendMessageBatchRequestEntry // every entry the job queue accepted
 	// onSent, when set, is called (with f locked) for every message the job queue accepted, as a
 	// worker that dead-letters it again would be; it may add messages with putLocked.
 	onSent func(f *fakeSQS, m *fakeMsg)
 }
 
-func newFakeSQS() *fakeSQS { return &fakeSQS{queues: map[string][]*fakeMsg{}} }
+func newFakeSQS() *fakeSQS {
+	return &fakeSQS{queues: map[string][]*fakeMsg{}, taskClock: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+}
 
 func (f *fakeSQS) put(queueURL, body string, attrs map[string]sqstypes.MessageAttributeValue, sys map[string]string) {
 	f.mu.Lock()
@@ -188,6 +200,34 @@ func (f *fakeSQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttribut
 	}}, nil
 }
 
+// fakeTask is a message move task of the fake, as SQS documents it: it counts the messages to
+// move when it starts, moves them (here: step per ListMessageMoveTasks call) and ends COMPLETED,
+// or FAILED (failAt), or CANCELLED after a cancel.
+type fakeTask struct {
+	handle, src, dst string // ARNs
+	status           string
+	moved, toMove    int
+	rate             int32
+	started          int64 // unix ms
+	failAt           int   // > 0: fails with failReason once this many moved
+	failReason       string
+}
+
+// queueByARN returns the URL of the fake queue whose ARN is arn ("" when there is none).
+func queueByARN(arn string) string {
+	for _, u := range []string{fakeDLQ, fakeSource} {
+		if fakeARN(u) == arn {
+			return u
+		}
+	}
+	return ""
+}
+
+// alreadyRunningErr is StartMessageMoveTask's answer while a task runs on the source queue, as
+// recorded against AWS.
+var alreadyRunningErr = &smithy.GenericAPIError{Code: "InvalidParameterValue",
+	Message: "There is already a task running. Only one active task is allowed for a source queue arn at a given time.", Fault: smithy.FaultClient}
+
 func (f *fakeSQS) StartMessageMoveTask(_ context.Context, in *sqs.StartMessageMoveTaskInput, _ ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -195,17 +235,101 @@ func (f *fakeSQS) StartMessageMoveTask(_ context.Context, in *sqs.StartMessageMo
 	if f.moveErr != nil {
 		return nil, f.moveErr
 	}
-	return &sqs.StartMessageMoveTaskOutput{TaskHandle: aws.String("task-1")}, nil
+	src := aws.ToString(in.SourceArn)
+	for _, t := range f.tasks {
+		if t.src == src && (t.status == dlq.MoveTaskRunning || t.status == dlq.MoveTaskCancelling) {
+			return nil, fmt.Errorf("operation error SQS: StartMessageMoveTask: https response error StatusCode: 400: %w", alreadyRunningErr)
+		}
+	}
+	f.started++
+	t := &fakeTask{handle: "task-" + strconv.Itoa(f.started), src: src, dst: aws.ToString(in.DestinationArn), status: dlq.MoveTaskRunning,
+		toMove: len(f.queues[queueByARN(src)]), rate: aws.ToInt32(in.MaxNumberOfMessagesPerSecond),
+		started: f.taskClock.Add(time.Duration(f.started) * time.Second).UnixMilli(), failAt: f.failAt, failReason: f.failReason}
+	f.tasks = append(f.tasks, t)
+	return &sqs.StartMessageMoveTaskOutput{TaskHandle: aws.String(t.handle)}, nil
 }
 
-func (f *fakeSQS) ListMessageMoveTasks(context.Context, *sqs.ListMessageMoveTasksInput, ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error) {
+// advance moves the running tasks on by one step (f locked).
+func (f *fakeSQS) advance() {
+	for _, t := range f.tasks {
+		switch t.status {
+		case dlq.MoveTaskCancelling:
+			t.status = dlq.MoveTaskCancelled
+		case dlq.MoveTaskRunning:
+			if f.frozen {
+				continue
+			}
+			from, to := queueByARN(t.src), queueByARN(t.dst)
+			for n := 0; n < max(f.step, 1) && t.moved < t.toMove && len(f.queues[from]) > 0; n++ {
+				if t.failAt > 0 && t.moved >= t.failAt {
+					break
+				}
+				m := f.queues[from][0]
+				f.queues[from] = f.queues[from][1:]
+				f.queues[to] = append(f.queues[to], &fakeMsg{id: m.id, body: m.body, attrs: m.attrs})
+				t.moved++
+			}
+			switch {
+			case t.failAt > 0 && t.moved >= t.failAt:
+				t.status = dlq.MoveTaskFailed
+			case t.moved >= t.toMove || len(f.queues[from]) == 0:
+				t.status = dlq.MoveTaskCompleted
+			}
+		}
+	}
+}
+
+func (f *fakeSQS) ListMessageMoveTasks(_ context.Context, in *sqs.ListMessageMoveTasksInput, _ ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
-	return &sqs.ListMessageMoveTasksOutput{}, nil
+	if aws.ToString(in.SourceArn) == "" {
+		return nil, &smithy.GenericAPIError{Code: "MissingParameter", Message: "SourceArn is required"}
+	}
+	f.advance()
+	limit := int(aws.ToInt32(in.MaxResults))
+	if limit == 0 {
+		limit = 1 // SQS's default: the most recent task
+	}
+	out := &sqs.ListMessageMoveTasksOutput{}
+	for i := len(f.tasks) - 1; i >= 0 && len(out.Results) < limit; i-- {
+		t := f.tasks[i]
+		if t.src != aws.ToString(in.SourceArn) {
+			continue
+		}
+		r := sqstypes.ListMessageMoveTasksResultEntry{
+			ApproximateNumberOfMessagesMoved: int64(t.moved), ApproximateNumberOfMessagesToMove: aws.Int64(int64(t.toMove)),
+			SourceArn: aws.String(t.src), StartedTimestamp: t.started, Status: aws.String(t.status),
+		}
+		if t.dst != "" {
+			r.DestinationArn = aws.String(t.dst)
+		}
+		if t.rate > 0 {
+			r.MaxNumberOfMessagesPerSecond = aws.Int32(t.rate)
+		}
+		if t.status == dlq.MoveTaskRunning { // SQS gives the handle of running tasks only
+			r.TaskHandle = aws.String(t.handle)
+		}
+		if t.status == dlq.MoveTaskFailed {
+			r.FailureReason = aws.String(t.failReason)
+		}
+		out.Results = append(out.Results, r)
+	}
+	return out, nil
+}
+
+// cancel asks the task with handle to stop, as CancelMessageMoveTask does.
+func (f *fakeSQS) cancel(handle string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tasks {
+		if t.handle == handle && t.status == dlq.MoveTaskRunning {
+			t.status = dlq.MoveTaskCancelling
+		}
+	}
 }
 
 func (f *fakeSQS) PurgeQueue(_ context.Context, in *sqs.PurgeQueueInput, _ ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error) {

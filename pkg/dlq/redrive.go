@@ -52,7 +52,7 @@ const (
 // RedriveResult is what [DLQ.RedriveAll] did.
 type RedriveResult struct {
 	// Moved counts the messages the fallback mover sent back to the job queue. It is 0 for a move
-	// task, which goes on in SQS after RedriveAll returns (see ListMessageMoveTasks).
+	// task, which goes on in SQS after RedriveAll returns: WaitMoveTask follows it.
 	Moved int
 	// Total is the DLQ's approximate message count when the redrive started (SQS's
 	// ApproximateNumberOfMessages plus ApproximateNumberOfMessagesNotVisible): the messages it
@@ -66,8 +66,14 @@ type RedriveResult struct {
 	LeftBehind int
 	// Method is MethodMoveTask or MethodFallback.
 	Method string
-	// TaskHandle is the move task's handle (MethodMoveTask), for CancelMessageMoveTask.
+	// TaskHandle is the move task's handle (MethodMoveTask), for WaitMoveTask and
+	// CancelMessageMoveTask.
 	TaskHandle string
+	// Attached reports that a move task was already running on the DLQ (an earlier redrive's:
+	// SQS runs one per queue at a time, and refuses a second StartMessageMoveTask with
+	// InvalidParameterValue), so RedriveAll started none and reset no status record: TaskHandle is
+	// the running task's, and Total its count to move.
+	Attached bool
 }
 
 // RedriveAll moves every dead letter back to the job queue, with a fresh attempt budget unless
@@ -75,8 +81,10 @@ type RedriveResult struct {
 //
 // With a move task, when Config.Status is set, RedriveAll first scans the DLQ (as Peek does) and
 // resets the status record of each job found, then starts the task at Config.RatePerSecond
-// (at most 500) and returns its handle; dead letters that arrive after the scan keep their run
-// counts.
+// (at most 500) and returns its handle, without waiting for it: [DLQ.WaitMoveTask] follows it
+// with its progress. Dead letters that arrive after the scan keep their run counts. When a move
+// task is already running on the DLQ (only one may), RedriveAll starts none and returns that
+// one's handle with Attached set, so running a redrive again is safe.
 //
 // Either way a redrive moves the dead letters that were in the DLQ when it started, as SQS's
 // move task does: the fallback mover leaves in the DLQ the messages sent to it after the start
@@ -111,13 +119,15 @@ func (d *DLQ) moveTask(ctx context.Context, opts RedriveOptions) (RedriveResult,
 	if err != nil {
 		return res, err
 	}
-	// Probe first, unless the task is required: a backend without move tasks then costs no
-	// status scan before the fallback.
-	if !opts.UseMoveTask {
-		_, err := d.cfg.SQS.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
-		if err != nil && unsupported(err) {
-			return res, fmt.Errorf("dlq: list message move tasks: %w", err)
-		}
+	// Probe first: a backend without move tasks then costs no status scan before the fallback
+	// (unless the task is required: then StartMessageMoveTask answers), and a task already
+	// running on the DLQ is followed rather than refused.
+	running, ok, err := d.runningTask(ctx, dlqARN)
+	switch {
+	case err != nil && unsupported(err) && !opts.UseMoveTask:
+		return res, err
+	case ok:
+		return attach(res, running), nil
 	}
 	srcARN, err := d.queueARN(ctx, d.cfg.SourceARN, d.cfg.SourceURL)
 	if err != nil {
@@ -136,10 +146,25 @@ func (d *DLQ) moveTask(ctx context.Context, opts RedriveOptions) (RedriveResult,
 		MaxNumberOfMessagesPerSecond: aws.Int32(int32(min(d.cfg.RatePerSecond, maxMoveTaskRate))),
 	})
 	if err != nil {
+		if alreadyRunning(err) {
+			// Another redrive started one since the probe: only one may run per queue.
+			if running, ok, lerr := d.runningTask(ctx, dlqARN); lerr == nil && ok {
+				return attach(res, running), nil
+			}
+		}
 		return res, fmt.Errorf("dlq: start message move task: %w", err)
 	}
 	res.TaskHandle = aws.ToString(out.TaskHandle)
 	return res, nil
+}
+
+// attach is the result of a redrive that found a move task running on the DLQ.
+func attach(res RedriveResult, t MoveTask) RedriveResult {
+	res.Attached, res.TaskHandle = true, t.Handle
+	if t.ToMove > 0 {
+		res.Total = t.ToMove
+	}
+	return res
 }
 
 // resetAll resets the status record of every job in the DLQ, scanning it. It skips the dead
