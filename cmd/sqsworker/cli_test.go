@@ -469,6 +469,16 @@ func TestProgressLine(t *testing.T) {
 		"\r\x1b[Kredrive: 25 messages, 6.1/s\n"; got != want {
 		t.Errorf("progress = %q, want %q", got, want)
 	}
+	// A move task started before the command: the rate counts from the task's start.
+	buf.Reset()
+	p = newProgressAt(&buf, "redrive", true, clock)
+	p.since(at.Add(-20 * time.Second))
+	p.since(time.Time{}) // not reported: no change
+	p.update(50, 100)
+	p.done()
+	if got, want := buf.String(), "\r\x1b[Kredrive: 50/100 messages (50%), 2.5/s\n"; got != want {
+		t.Errorf("progress since the task's start = %q, want %q", got, want)
+	}
 	buf.Reset()
 	off := newProgress(&buf, "redrive", false)
 	off.update(1, 2)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -326,8 +327,14 @@ type redriveJSON struct {
 	// job it moved), left in the DLQ for the next redrive.
 	LeftBehind int    `json:"left_behind"`
 	TaskHandle string `json:"task_handle"`
-	From       string `json:"from"`
-	To         string `json:"to"`
+	// Status is the move task's status as the command returned (COMPLETED, or RUNNING with
+	// --no-wait); "" for the fallback mover and --job.
+	Status string `json:"status"`
+	// Attached reports that a move task started earlier was running, and was followed instead of
+	// starting one.
+	Attached bool   `json:"attached"`
+	From     string `json:"from"`
+	To       string `json:"to"`
 }
 
 // maxRedriveRate is StartMessageMoveTask's largest MaxNumberOfMessagesPerSecond.
@@ -335,9 +342,9 @@ const maxRedriveRate = 500
 
 func newDLQRedriveCmd(g *globals) *cobra.Command {
 	var (
-		jobID      string
-		keep, fifo bool
-		rate       int
+		jobID              string
+		keep, fifo, noWait bool
+		rate               int
 	)
 	cmd := &cobra.Command{
 		Use:   "redrive",
@@ -349,10 +356,15 @@ a fresh attempt budget; --keep-attempts keeps the attempts it has spent instead.
 A redrive of the whole queue moves the dead letters that were in the DLQ when it started, each
 once; dead letters that arrive while it runs (a running worker dead-letters a redriven job that
 fails again) stay for the next redrive. It uses SQS's StartMessageMoveTask where the backend
-has it (it runs on in the background: the command prints its task handle), and otherwise
-receives, re-sends and deletes the messages itself, at --rate messages per second, showing
-moved/total and the rate on a terminal. Interrupting it (Ctrl-C) loses nothing: every message
-is then in one of the two queues, and running it again moves the rest.`,
+has it, and otherwise receives, re-sends and deletes the messages itself, at --rate messages
+per second; either way it shows moved/total and the rate on a terminal until the redrive ends.
+
+A move task runs in SQS: the command follows it (ListMessageMoveTasks) until it completes, or
+with --no-wait prints its handle and returns. SQS runs one move task per queue at a time: while
+one runs, redrive follows it instead of starting another. Interrupting it (Ctrl-C) loses
+nothing: a move task keeps running in SQS (the command prints its handle and how to cancel
+it), the fallback mover leaves every message in one of the two queues, and running the command
+again is safe.`,
 		Example: `  sqsworker dlq redrive --stack myapp
   sqsworker dlq redrive --job 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp --rate 20 --keep-attempts --output json`,
@@ -376,7 +388,9 @@ is then in one of the two queues, and running it again moves the rest.`,
 				}
 				doc.Method, doc.Moved, doc.Total = dlq.MethodFallback, 1, 1
 			} else {
-				p := newProgress(cmd.ErrOrStderr(), "redrive "+refs.DLQName+" → "+refs.QueueName, isTerminal(cmd.ErrOrStderr()))
+				stderr := cmd.ErrOrStderr()
+				label := "redrive " + refs.DLQName + " → " + refs.QueueName
+				p := newProgress(stderr, label, isTerminal(stderr))
 				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, Progress: p.update})
 				p.done()
 				if err != nil {
@@ -385,8 +399,31 @@ is then in one of the two queues, and running it again moves the rest.`,
 					}
 					return dlqError(err, refs, "")
 				}
-				doc.Method, doc.Moved, doc.TaskHandle = res.Method, res.Moved, res.TaskHandle
+				doc.Method, doc.Moved, doc.TaskHandle, doc.Attached = res.Method, res.Moved, res.TaskHandle, res.Attached
 				doc.Total, doc.LeftBehind = max(res.Total, res.Moved), res.LeftBehind
+				if res.Method == dlq.MethodMoveTask {
+					doc.Status = dlq.MoveTaskRunning
+					if res.Attached {
+						fmt.Fprintf(stderr, "a message move task started earlier is running on %s (SQS runs one per queue): following it\n", refs.DLQName)
+					}
+					if !noWait {
+						p := newProgress(stderr, label, isTerminal(stderr))
+						task, err := d.WaitMoveTask(ctx, res.TaskHandle, dlq.WaitOptions{Progress: func(t dlq.MoveTask) {
+							p.since(t.StartedAt)
+							p.update(t.Moved, max(t.ToMove, t.Moved))
+						}})
+						p.done()
+						switch {
+						case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+							return moveTaskInterrupted(g, refs, task)
+						case errors.Is(err, dlq.ErrMoveTask):
+							return fmt.Errorf("redrive from %s to %s: %w", refs.DLQName, refs.QueueName, err)
+						case err != nil:
+							return dlqError(err, refs, "")
+						}
+						doc.Status, doc.Moved, doc.Total = task.Status, task.Moved, max(task.ToMove, task.Moved)
+					}
+				}
 			}
 			out := cmd.OutOrStdout()
 			switch {
@@ -394,8 +431,18 @@ is then in one of the two queues, and running it again moves the rest.`,
 				return writeJSON(out, doc)
 			case jobID != "":
 				fmt.Fprintf(out, "redrove job %s from %s to %s\n", jobID, doc.From, doc.To)
+			case doc.Method == dlq.MethodMoveTask && doc.Status == dlq.MoveTaskCompleted:
+				fmt.Fprintf(out, "redrove about %d of %s from %s to %s (an SQS message move task", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
+				if doc.Attached {
+					fmt.Fprint(out, ", started earlier")
+				}
+				fmt.Fprintln(out, "; dead letters that arrived after it started wait for the next redrive)")
 			case doc.Method == dlq.MethodMoveTask:
-				fmt.Fprintf(out, "started a message move task from %s to %s; it runs on in the background\n", doc.From, doc.To)
+				if doc.Attached {
+					fmt.Fprintf(out, "a message move task from %s to %s started earlier is running in SQS\n", doc.From, doc.To)
+				} else {
+					fmt.Fprintf(out, "started a message move task from %s to %s; it runs on in SQS\n", doc.From, doc.To)
+				}
 				if doc.Total > 0 {
 					fmt.Fprintf(out, "messages     about %d (in the DLQ when it started; later ones wait for the next redrive)\n", doc.Total)
 				}
@@ -415,7 +462,39 @@ is then in one of the two queues, and running it again moves the rest.`,
 	f.BoolVar(&keep, "keep-attempts", false, "keep the attempts the jobs have spent (default: a fresh attempt budget)")
 	f.IntVar(&rate, "rate", dlq.DefaultRatePerSecond, fmt.Sprintf("messages moved per second, 1-%d", maxRedriveRate))
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	f.BoolVar(&noWait, "no-wait", false, "with an SQS message move task: print its handle and return instead of following it")
 	return cmd
+}
+
+// moveTaskInterrupted is the error of a redrive stopped by Ctrl-C while it followed a move task:
+// the task goes on in SQS; what it moved so far, how to cancel it, and that running the command
+// again is safe.
+func moveTaskInterrupted(g *globals, refs *stackRefs, t dlq.MoveTask) error {
+	cancel := "aws sqs cancel-message-move-task --task-handle " + t.Handle
+	if r := regionOf(refs.DLQURL); r != "" {
+		cancel += " --region " + r
+	}
+	if g.endpoint != "" {
+		cancel += " --endpoint-url " + g.endpoint
+	}
+	return fmt.Errorf("redrive interrupted: the message move task keeps running in SQS; it had moved about %d of %s from %s to %s\n"+
+		"  task handle  %s\n"+
+		"  to stop it:  %s\n"+
+		"  running the same command again is safe: it follows the running task (SQS runs one per queue) instead of starting another",
+		t.Moved, plural(max(t.ToMove, t.Moved), "message"), refs.DLQName, refs.QueueName, t.Handle, cancel)
+}
+
+// regionOf returns the region of an AWS SQS queue URL (https://sqs.REGION.amazonaws.com/…), or "".
+func regionOf(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(u.Hostname(), ".")
+	if len(parts) >= 4 && parts[0] == "sqs" && parts[2] == "amazonaws" {
+		return parts[1]
+	}
+	return ""
 }
 
 // redriveInterrupted is the error of a redrive stopped by Ctrl-C (or SIGTERM): what it moved,

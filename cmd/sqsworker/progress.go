@@ -30,6 +30,17 @@ func newProgressAt(w io.Writer, label string, on bool, now func() time.Time) *pr
 	return &progress{w: w, label: label, on: on, now: now, start: now()}
 }
 
+// since makes the rate count from t (a move task's start, which may be before this command's),
+// when t is set.
+func (p *progress) since(t time.Time) {
+	if p == nil || t.IsZero() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.start = t
+}
+
 // update shows moved of total (total 0: unknown). It is safe to call from any goroutine.
 func (p *progress) update(moved, total int) {
 	if p == nil || !p.on {

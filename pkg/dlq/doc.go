@@ -19,7 +19,10 @@
 //
 // RedriveAll first tries SQS's own mover, StartMessageMoveTask, with the job queue as its
 // DestinationArn (SQS returns only the messages it moved itself to their origin; the worker's
-// dead letters need the destination). A move task copies each message as it is: the failure
+// dead letters need the destination). The task runs in SQS after RedriveAll returns: [DLQ.WaitMoveTask]
+// follows it through ListMessageMoveTasks with its progress. SQS runs one task per queue and
+// refuses a second with InvalidParameterValue, so a redrive while a task runs on the DLQ follows
+// that one instead (RedriveResult.Attached). A move task copies each message as it is: the failure
 // attribute (harmless: the worker ignores and replaces it) and the envelope's attempts_before come
 // along, so the fresh attempt budget comes only from the status reset, which [Config.Status]
 // does for every dead letter before RedriveAll starts the task (run count 0). The attempt number
