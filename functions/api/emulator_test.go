@@ -134,8 +134,9 @@ func (s *stack) drain(t *testing.T) []string {
 
 // TestIdempotentRequests runs repeated requests through the handler against the embedded
 // emulator's SQS and DynamoDB: a repeated Idempotency-Key with the same body gets the first
-// answer (202, same id) — re-sent while the job is queued, not once a worker has it — and with
-// another body 409, with nothing sent.
+// answer (202, same id) — sent once more by the first repeat while the job is queued, then
+// marked sent, so that later repeats send nothing — and with another body 409, with nothing
+// sent.
 func TestIdempotentRequests(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -165,11 +166,33 @@ func TestIdempotentRequests(t *testing.T) {
 	if ids := s.drain(t); len(ids) != 1 || ids[0] != first.ID {
 		t.Fatalf("after the repeat the queue holds %v, want the same job again [%s]", ids, first.ID)
 	}
+	if rec, err := s.table.Get(context.Background(), "email.send", "welcome-ada"); err != nil || rec.SentAt.IsZero() || rec.State != idempotency.StateQueued {
+		t.Fatalf("after the repeat's send the record is %+v (sent at %v), %v; want it queued and marked sent", rec.Record, rec.SentAt, err)
+	}
 
-	// Another body with that key: 409, nothing sent, the record unchanged.
-	resp = s.post(t, "welcome-ada", `{"kind":"email.send","args":{"to":"bob@example.com"}}`)
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, `Idempotency-Key \"welcome-ada\" was already used for a email.send job with other args`) {
-		t.Fatalf("other body: %d %s, want 409", resp.StatusCode, resp.Body)
+	// Later repeats, while the job still waits in the queue (a delay, a backlog): the first
+	// answer, and nothing more sent.
+	for range 3 {
+		resp := s.post(t, "welcome-ada", body)
+		if again := accepted(t, resp); again.ID != first.ID || resp.Headers["Idempotent-Replayed"] != "true" {
+			t.Fatalf("later repeat: %+v %v, want id %s replayed", again, resp.Headers, first.ID)
+		}
+	}
+	if ids := s.drain(t); len(ids) != 0 {
+		t.Fatalf("repeats of a job marked sent sent %v, want nothing", ids)
+	}
+
+	// Another body with that key — other args, or the same args with a delay or a group the
+	// first request did not have: 409, nothing sent, the record unchanged.
+	for _, other := range []string{
+		`{"kind":"email.send","args":{"to":"bob@example.com"}}`,
+		`{"kind":"email.send","args":{"to":"ada@example.com","subject":"welcome"},"delay":"30s"}`,
+		`{"kind":"email.send","args":{"to":"ada@example.com","subject":"welcome"},"group":"tenant-1"}`,
+	} {
+		resp = s.post(t, "welcome-ada", other)
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, `Idempotency-Key \"welcome-ada\" was already used for a email.send job with another request (args, delay or group)`) {
+			t.Fatalf("other body %s: %d %s, want 409", other, resp.StatusCode, resp.Body)
+		}
 	}
 	if ids := s.drain(t); len(ids) != 0 {
 		t.Fatalf("a refused request sent %v", ids)
@@ -212,7 +235,8 @@ func TestIdempotentRequests(t *testing.T) {
 }
 
 // TestIdempotentRequestSendFails: when SQS refuses the send, the caller gets 502 and the key is
-// free again (the reservation released), so a retry, even with another body, is a new job.
+// free again (the reservation released), so a retry, even with another body, is a new job; the
+// job that was never sent is unknown to GET.
 func TestIdempotentRequestSendFails(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -221,8 +245,12 @@ func TestIdempotentRequestSendFails(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d (%s), want 502", resp.StatusCode, resp.Body)
 	}
-	if rec, err := s.table.Get(context.Background(), "report.build", "report-q4"); err != nil || !rec.Expired {
+	rec, err := s.table.Get(context.Background(), "report.build", "report-q4")
+	if err != nil || !rec.Expired {
 		t.Fatalf("after the failed send the record is %+v (expired %v), %v; want it released", rec.Record, rec.Expired, err)
+	}
+	if got, err := s.api.Handle(context.Background(), request("GET", "/jobs/"+rec.JobID, "", nil)); err != nil || got.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET of the job never sent: %d %s %v, want 404", got.StatusCode, got.Body, err)
 	}
 	retry := accepted(t, s.post(t, "report-q4", `{"kind":"report.build","args":{"name":"q4-final"}}`))
 	if ids := s.drain(t); len(ids) != 1 || ids[0] != retry.ID {
@@ -248,5 +276,59 @@ func TestIdempotentRequestLostSend(t *testing.T) {
 	}
 	if ids := s.drain(t); len(ids) != 1 || ids[0] != "01LOSTSEND" {
 		t.Fatalf("queue holds %v, want the reserved job sent", ids)
+	}
+}
+
+// TestIdempotentRequestWholeBody: what makes a repeat the same request is the whole body — kind,
+// args (canonical), delay (as a duration) and group; the first request's delay counts too.
+func TestIdempotentRequestWholeBody(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	first := accepted(t, s.post(t, "digest-7", `{"kind":"metrics.rollup","args":{"day":7},"delay":"30s"}`))
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"kind":"metrics.rollup","args":{ "day":7 },"delay":"30000ms"}`, http.StatusAccepted}, // the same delay
+		{`{"kind":"metrics.rollup","args":{"day":7}}`, http.StatusConflict},                    // no delay
+		{`{"kind":"metrics.rollup","args":{"day":7},"delay":"45s"}`, http.StatusConflict},
+		{`{"kind":"metrics.rollup","args":{"day":7},"delay":"30s","group":"g-1"}`, http.StatusConflict},
+		{`{"kind":"metrics.rollup","args":{"day":8},"delay":"30s"}`, http.StatusConflict},
+	} {
+		resp := s.post(t, "digest-7", tc.body)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.body, resp.StatusCode, resp.Body, tc.want)
+		}
+		if tc.want == http.StatusAccepted {
+			if again := accepted(t, resp); again.ID != first.ID {
+				t.Errorf("%s: id %s, want the first job %s", tc.body, again.ID, first.ID)
+			}
+		}
+	}
+	// No delay either time: the same request.
+	a := accepted(t, s.post(t, "digest-8", `{"kind":"metrics.rollup","args":{"day":8}}`))
+	if b := accepted(t, s.post(t, "digest-8", `{"kind":"metrics.rollup","args":{"day":8},"delay":"0s"}`)); b.ID != a.ID {
+		t.Errorf("a zero delay: id %s, want %s", b.ID, a.ID)
+	}
+}
+
+// TestIdempotentRequestRecordOfTheProducer: a key whose record another producer wrote (no
+// request hash) is judged by its payload hash: the same args replay, others are 409.
+func TestIdempotentRequestRecordOfTheProducer(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	hash, err := jobs.PayloadHash("report.build", []byte(`{"name":"q1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.table.RecordQueued(context.Background(), status.QueuedJob{Kind: "report.build", Key: "report-q1", JobID: "01BYPRODUCER",
+		PayloadHash: hash, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := accepted(t, s.post(t, "report-q1", `{"kind":"report.build","args":{"name":"q1"},"delay":"10s"}`)); r.ID != "01BYPRODUCER" {
+		t.Errorf("id %s, want the producer's job", r.ID)
+	}
+	if resp := s.post(t, "report-q1", `{"kind":"report.build","args":{"name":"q2"}}`); resp.StatusCode != http.StatusConflict {
+		t.Errorf("other args: %d %s, want 409", resp.StatusCode, resp.Body)
 	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,10 +35,12 @@ type StatusReader interface {
 }
 
 // Reserver writes a job's queued record before its message is sent, unless its key already has
-// one, and frees the key again when the send fails. *status.Table implements it.
+// one, frees the key again when the send fails, and marks a queued job sent once a repeated
+// request has sent it again. *status.Table implements it.
 type Reserver interface {
 	ReserveQueued(ctx context.Context, j status.QueuedJob) (status.Job, bool, error)
 	ReleaseQueued(ctx context.Context, kind, key, jobID string) error
+	MarkSent(ctx context.Context, kind, key, jobID string, at time.Time) error
 }
 
 // API answers the function URL's requests: POST /jobs enqueues, GET /jobs/{id} reads a status.
@@ -49,9 +53,10 @@ type API struct {
 	// Status reads job records. Defaults to nil: GET /jobs/{id} answers 501.
 	Status StatusReader
 	// Reserver makes requests idempotent: each POST reserves its job key (the Idempotency-Key
-	// header, else the new job's id) before the send, so that a repeated key gets the first
-	// answer back (202, the same id) and a different body with that key 409. Defaults to nil:
-	// every request sends a new message (the worker's own idempotency still runs a key once).
+	// header, else the new job's id) before the send, so that a repeated key with the same
+	// request (kind, args, delay, group) gets the first answer back (202, the same id) and any
+	// other request with that key 409. Defaults to nil: every request sends a new message (the
+	// worker's own idempotency still runs a key once).
 	Reserver Reserver
 	// ShowDetails makes GET /jobs/{id} show the key, the dead-letter reason, the last error and
 	// the stored result. Defaults to false: id, kind, state, attempts and timestamps only.
@@ -213,6 +218,7 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 		})
 	}
 	var opts []producer.Option
+	var delay time.Duration
 	if in.Delay != "" {
 		d, err := time.ParseDuration(in.Delay)
 		switch {
@@ -224,6 +230,7 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 			return badRequest(`"delay": the queue is a FIFO queue, which takes no per-message delay (this API sends no delay through a scheduler)`)
 		}
 		opts = append(opts, producer.WithDelay(d))
+		delay = d
 	}
 	if in.Group != "" {
 		opts = append(opts, producer.WithGroupID(in.Group))
@@ -241,20 +248,34 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 		return reply(http.StatusInternalServerError, errorResponse{Error: "the job could not be built"})
 	}
 	if a.Reserver != nil {
-		return a.enqueueReserved(ctx, req, m, args, opts)
+		return a.enqueueReserved(ctx, req, m, args, requestHash(in.Kind, args, delay, in.Group), opts)
 	}
 	return a.send(ctx, m, nil)
 }
 
+// requestHash is what makes two POSTs the same request: the hex SHA-256 of the kind, the
+// canonical args (jobs.PayloadHash: whitespace and key order do not count), the delay (as a
+// duration: "30s" and "30000ms" are the same) and the group.
+func requestHash(kind string, args []byte, delay time.Duration, group string) string {
+	payload, err := jobs.PayloadHash(kind, args)
+	if err != nil { // not reached: args are valid JSON
+		payload = string(args)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "sqsworker-api-request/1\x00%s\x00%d\x00%s", payload, delay.Nanoseconds(), group)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // enqueueReserved reserves the job's key in the job table before the send: a key seen before
-// gets the first job's answer (re-sent while that job is still queued, since its first send
-// may have been lost), or 409 when the payload differs.
-func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLRequest, m producer.Message, args []byte, opts []producer.Option) events.LambdaFunctionURLResponse {
+// with the same request gets the first job's answer (sent once more while that job is queued and
+// not marked sent, since its first send may have been lost), any other request 409.
+func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLRequest, m producer.Message, args []byte, reqHash string, opts []producer.Option) events.LambdaFunctionURLResponse {
 	hash, err := jobs.PayloadHash(m.Kind, args)
 	if err != nil { // not reached: args are valid JSON
 		return badRequest(fmt.Sprintf(`"args": %v`, err))
 	}
-	rec, created, err := a.Reserver.ReserveQueued(ctx, status.QueuedJob{Kind: m.Kind, Key: m.Key, JobID: m.ID, PayloadHash: hash, At: a.now()})
+	rec, created, err := a.Reserver.ReserveQueued(ctx, status.QueuedJob{Kind: m.Kind, Key: m.Key, JobID: m.ID, PayloadHash: hash,
+		RequestHash: reqHash, At: a.now()})
 	if err != nil {
 		a.logger().ErrorContext(ctx, "api: reserve the job key failed", slog.String("kind", m.Kind), slog.String("key", m.Key), slog.Any("error", err))
 		return reply(http.StatusBadGateway, errorResponse{Error: "the job could not be enqueued; try again"})
@@ -270,16 +291,21 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 	switch {
 	case rec.JobID == "":
 		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q of %s names a record that is %s and belongs to no job: use another key", m.Key, m.Kind, rec.State)})
-	case rec.PayloadHash != "" && rec.PayloadHash != hash:
-		a.logger().InfoContext(ctx, "api: Idempotency-Key reused with another payload", slog.String("kind", m.Kind), slog.String("key", m.Key), caller(req))
-		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q was already used for a %s job with other args: "+
+	case rec.RequestHash != "" && rec.RequestHash != reqHash,
+		// A record that no request of this API reserved (the Go producer's, a worker's) knows
+		// only the payload.
+		rec.RequestHash == "" && rec.PayloadHash != "" && rec.PayloadHash != hash:
+		a.logger().InfoContext(ctx, "api: Idempotency-Key reused with another request", slog.String("kind", m.Kind), slog.String("key", m.Key), caller(req))
+		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q was already used for a %s job with another request (args, delay or group): "+
 			"repeat the first request's body to get its answer, or use a new key for a new job", m.Key, m.Kind)})
 	}
 	first := enqueueResponse{ID: rec.JobID, Key: rec.Key, StatusURL: "/jobs/" + rec.JobID}
-	if rec.State == idempotency.StateQueued {
-		// Not picked up yet, so the first request's message may never have reached SQS (a crash
-		// between the reservation and the send): send the same job again. The worker's claim
-		// runs its key once, whichever copy comes first.
+	if rec.State == idempotency.StateQueued && rec.SentAt.IsZero() {
+		// Not picked up yet, and no repeat has sent it: the first request's message may never
+		// have reached SQS (a crash between the reservation and the send, a send whose answer
+		// was lost, a release that failed after a failed send), so send the same job again, then
+		// mark it sent so that later repeats send nothing. The worker's claim runs its key once,
+		// whichever copy comes first.
 		again, err := a.Producer.PrepareRaw(ctx, m.Kind, args, append(opts[:len(opts):len(opts)], producer.WithID(rec.JobID))...)
 		if err != nil {
 			a.logger().ErrorContext(ctx, "api: prepare the repeated job failed", slog.String("job_id", rec.JobID), slog.Any("error", err))
@@ -287,6 +313,11 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 		}
 		if resp := a.send(ctx, again, nil); resp.StatusCode != http.StatusAccepted {
 			return resp
+		}
+		if err := a.Reserver.MarkSent(ctx, m.Kind, rec.Key, rec.JobID, a.now()); err != nil {
+			// The job is in the queue: answer as such; the next repeat sends it once more.
+			a.logger().WarnContext(ctx, "api: mark the repeated job sent failed: a later repeat sends it again",
+				slog.String("kind", m.Kind), slog.String("key", rec.Key), slog.String("job_id", rec.JobID), slog.Any("error", err))
 		}
 	}
 	resp := reply(http.StatusAccepted, first)
@@ -335,6 +366,11 @@ func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLRespon
 	if !a.Policy.Allowed(job.Kind) {
 		// Jobs of kinds this API does not enqueue are none of its callers' business: answered
 		// as unknown, so that their existence does not show either.
+		return notFound
+	}
+	if job.Lapsed() {
+		// Expired while queued (or scheduled): a reservation released after its send failed, or
+		// a job no worker ever picked up. It was never run and never will be: no such job.
 		return notFound
 	}
 	out := jobResponse{

@@ -119,6 +119,14 @@ func TestHandle(t *testing.T) {
 		FirstAttemptAt: at, LastAttemptAt: at, UpdatedAt: at,
 	}}
 	other := status.Job{Record: idempotency.Record{Kind: "payment.refund", Key: "order-42", JobID: "01REFUND", State: idempotency.StateSucceeded, Runs: 1, UpdatedAt: at}}
+	// Expired records: a reservation released after its send failed (never sent, never run), a
+	// scheduled job that no worker took before its record expired, and a job that ran.
+	released := status.Job{Record: idempotency.Record{Kind: "email.send", Key: "k-released", JobID: "01RELEASED", State: idempotency.StateQueued,
+		UpdatedAt: at, ExpiresAt: at}, Expired: true}
+	lapsed := status.Job{Record: idempotency.Record{Kind: "email.send", Key: "k-lapsed", JobID: "01LAPSED", State: idempotency.StateScheduled,
+		UpdatedAt: at, ExpiresAt: at}, Expired: true}
+	ran := status.Job{Record: idempotency.Record{Kind: "email.send", Key: "k-ran", JobID: "01RAN", State: idempotency.StateSucceeded, Runs: 1,
+		UpdatedAt: at, ExpiresAt: at}, Expired: true}
 	const summary = `{"id":"01JOB","kind":"email.send","state":"dead","attempts":3,"first_attempt_at":"2026-11-29T10:00:00.123Z","last_attempt_at":"2026-11-29T10:00:00.123Z","updated_at":"2026-11-29T10:00:00.123Z"}`
 	tests := []struct {
 		name        string
@@ -241,6 +249,10 @@ func TestHandle(t *testing.T) {
 		},
 		{name: "get: a kind not on the list is unknown", req: request("GET", "/jobs/01REFUND", "", nil), wantCode: http.StatusNotFound, wantBody: `no job with id \"01REFUND\"`},
 		{name: "get unknown", req: request("GET", "/jobs/nope", "", nil), wantCode: http.StatusNotFound, wantBody: `no job with id \"nope\"`},
+		{name: "get: a released reservation is no job", req: request("GET", "/jobs/01RELEASED", "", nil), wantCode: http.StatusNotFound, wantBody: `no job with id \"01RELEASED\"`},
+		{name: "get: a scheduled job that expired unrun is no job", req: request("GET", "/jobs/01LAPSED", "", nil), wantCode: http.StatusNotFound, wantBody: `no job with id \"01LAPSED\"`},
+		{name: "get: an expired record of a job that ran is shown", req: request("GET", "/jobs/01RAN", "", nil), wantCode: http.StatusOK,
+			wantBody: `"state":"succeeded","attempts":1,"updated_at":"2026-11-29T10:00:00.123Z","expires_at":"2026-11-29T10:00:00.123Z","expired":true`},
 		{name: "get without table", req: request("GET", "/jobs/01JOB", "", nil), noStatus: true, wantCode: http.StatusNotImplemented, wantBody: "SQSWORKER_TABLE"},
 		{name: "get, DynamoDB down", req: request("GET", "/jobs/01JOB", "", nil), statusErr: errors.New("timeout"), wantCode: http.StatusBadGateway},
 	}
@@ -261,7 +273,8 @@ func TestHandle(t *testing.T) {
 				api.Policy = nil
 			}
 			if !tt.noStatus {
-				api.Status = &fakeStatus{jobs: map[string]status.Job{"01JOB": known, "01REFUND": other}, err: tt.statusErr}
+				api.Status = &fakeStatus{jobs: map[string]status.Job{"01JOB": known, "01REFUND": other, "01RELEASED": released, "01LAPSED": lapsed, "01RAN": ran},
+					err: tt.statusErr}
 			}
 			resp, err := api.Handle(context.Background(), tt.req)
 			if err != nil {

@@ -172,7 +172,7 @@ func TestURLEventsUnderRIE(t *testing.T) {
 				}
 			}},
 		{"different body with that key → 409", urlEvent(t, "POST", "/jobs", `{"kind":"email.send","args":{"to":"bob@example.com"}}`, map[string]string{"idempotency-key": "welcome-ada"}), 409,
-			"was already used for a email.send job with other args", nil},
+			"was already used for a email.send job with another request (args, delay or group)", nil},
 		{"GET → no details", nil, 200, `"state":"queued"`, func(t *testing.T, resp events.LambdaFunctionURLResponse) {
 			if strings.Contains(resp.Body, "welcome-ada") {
 				t.Errorf("GET shows the key without SQSWORKER_API_SHOW_DETAILS: %s", resp.Body)

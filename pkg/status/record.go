@@ -22,6 +22,10 @@ type QueuedJob struct {
 	// PayloadHash is jobs.PayloadHash of the job's kind and args; the worker refuses a later
 	// delivery of the key with another hash. Empty: not recorded.
 	PayloadHash string
+	// RequestHash is the hash of the whole request that enqueued the job, for a caller that
+	// answers repeated requests (ReserveQueued; functions/api hashes the kind, args, delay and
+	// group): the worker ignores it. Empty: not recorded. RecordQueued does not write it.
+	RequestHash string
 	// At is the time of the write. Defaults to Config.Now().
 	At time.Time
 	// ExpiresAt is when the record stops counting; set it past the queue's message retention.

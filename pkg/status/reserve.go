@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,7 +22,8 @@ const maxReserveRounds = 3
 // succeeds only when the key has no live record (none, or an expired one). It returns the record
 // and true when it wrote it; otherwise the key's live record, unchanged, and false. A caller
 // that enqueues on behalf of clients (functions/api) answers a repeated request with that
-// record's job id, refuses one whose PayloadHash differs, and sends only after a reservation.
+// record's job id, refuses one whose RequestHash (else PayloadHash) differs, and sends only after
+// a reservation; a repeat that sends the queued job again marks it sent (MarkSent).
 //
 // Unlike RecordQueued, which the producer calls after SQS accepted the message and which leaves
 // a live record alone, ReserveQueued tells the caller what it found. ExpiresAt defaults to At +
@@ -42,6 +44,9 @@ func (t *Table) ReserveQueued(ctx context.Context, j QueuedJob) (Job, bool, erro
 	item[idempotency.AttrJobID] = attrS(j.JobID)
 	if j.PayloadHash != "" {
 		item[idempotency.AttrHash] = attrS(j.PayloadHash)
+	}
+	if j.RequestHash != "" {
+		item[attrRequestHash] = attrS(j.RequestHash)
 	}
 	pk := idempotency.ItemKey(j.Kind, j.Key)
 	for range maxReserveRounds {
@@ -110,6 +115,41 @@ func (t *Table) ReleaseQueued(ctx context.Context, kind, key, jobID string) erro
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("status: release %s/%s (job %s): %w", kind, key, jobID, err)
+	}
+	return nil
+}
+
+// MarkSent records that the message of the queued job jobID under (kind, key) was sent (SQS
+// accepted it), so that a caller answering repeated requests (functions/api) does not send it
+// again: one conditional UpdateItem of sent_at (not an indexed attribute: no index write), made
+// only while the record is still that job's queued record. A record that moved on (a worker
+// claimed it) or belongs to another job is left alone, and that is not an error. at defaults to
+// Config.Now().
+func (t *Table) MarkSent(ctx context.Context, kind, key, jobID string, at time.Time) error {
+	if err := validKindKey(kind, key); err != nil {
+		return err
+	}
+	if jobID == "" {
+		return fmt.Errorf("%w: job id is empty", ErrInvalid)
+	}
+	if at.IsZero() {
+		at = t.now()
+	}
+	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(t.table),
+		Key:                 map[string]types.AttributeValue{idempotency.AttrPK: attrS(idempotency.ItemKey(kind, key))},
+		UpdateExpression:    aws.String("SET #sent = :at"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued AND #id = :id"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#id": idempotency.AttrJobID, "#sent": attrSentAt,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":at": attrN(unixMs(at)), ":queued": attrS(string(idempotency.StateQueued)), ":id": attrS(jobID),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("status: mark %s/%s (job %s) sent: %w", kind, key, jobID, err)
 	}
 	return nil
 }

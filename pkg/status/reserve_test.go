@@ -141,6 +141,80 @@ func TestReleaseQueued(t *testing.T) {
 	}
 }
 
+// TestMarkSent: the request hash is kept with the reservation; MarkSent stamps the queued
+// record of that job only, and a worker's claim (which moves the record on) keeps the hash but is
+// not marked again.
+func TestMarkSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tbl, client, name := emulatorTable(t)
+	if _, created, err := tbl.ReserveQueued(ctx, QueuedJob{Kind: "email.send", Key: "k", JobID: "job-1", PayloadHash: "h1", RequestHash: "r1"}); err != nil || !created {
+		t.Fatal(created, err)
+	}
+	got, err := tbl.Get(ctx, "email.send", "k")
+	if err != nil || got.RequestHash != "r1" || !got.SentAt.IsZero() {
+		t.Fatalf("reservation: %+v (request hash %q, sent %v), %v", got.Record, got.RequestHash, got.SentAt, err)
+	}
+	// Another job id: not ours, left alone.
+	if err := tbl.MarkSent(ctx, "email.send", "k", "job-other", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tbl.Get(ctx, "email.send", "k"); !got.SentAt.IsZero() {
+		t.Fatalf("a mark of another job id stamped the record: %v", got.SentAt)
+	}
+	at := testNow.Add(1234 * time.Millisecond)
+	if err := tbl.MarkSent(ctx, "email.send", "k", "job-1", at); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tbl.Get(ctx, "email.send", "k"); err != nil || !got.SentAt.Equal(at) || got.State != idempotency.StateQueued || got.RequestHash != "r1" {
+		t.Fatalf("marked record: %+v (sent %v, request hash %q), %v; want sent at %v", got.Record, got.SentAt, got.RequestHash, err, at)
+	}
+	// A record a worker claimed is not queued: a mark leaves it alone, without an error.
+	store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: client, Table: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := tbl.ReserveQueued(ctx, QueuedJob{Kind: "email.send", Key: "k2", JobID: "job-2", PayloadHash: "h2"}); err != nil || !created {
+		t.Fatal(created, err)
+	}
+	if res, err := store.Claim(ctx, idempotency.ClaimRequest{Kind: "email.send", Key: "k2", JobID: "job-2", PayloadHash: "h2", Token: "t",
+		Now: testNow, LeaseUntil: testNow.Add(time.Minute)}); err != nil || !res.Claimed {
+		t.Fatal(res, err)
+	}
+	if err := tbl.MarkSent(ctx, "email.send", "k2", "job-2", at); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tbl.Get(ctx, "email.send", "k2"); !got.SentAt.IsZero() || got.State != idempotency.StateRunning {
+		t.Fatalf("a mark of a claimed record: %+v (sent %v)", got.Record, got.SentAt)
+	}
+	if err := tbl.MarkSent(ctx, "email.send", "k", "", at); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty job id: %v", err)
+	}
+}
+
+// TestJobLapsed: only a record that expired while its job waited (queued, scheduled) is lapsed.
+func TestJobLapsed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		state   idempotency.State
+		expired bool
+		want    bool
+	}{
+		{idempotency.StateQueued, true, true},
+		{idempotency.StateScheduled, true, true},
+		{idempotency.StateQueued, false, false},
+		{idempotency.StateSucceeded, true, false},
+		{idempotency.StateDead, true, false},
+		{idempotency.StateRunning, true, false},
+		{idempotency.StateCancelled, true, false},
+	} {
+		j := Job{Record: idempotency.Record{State: tc.state}, Expired: tc.expired}
+		if got := j.Lapsed(); got != tc.want {
+			t.Errorf("%s, expired %v: Lapsed %v, want %v", tc.state, tc.expired, got, tc.want)
+		}
+	}
+}
+
 // TestReserveQueuedConcurrent: many producers reserve one key at once on the emulator; exactly
 // one writes the record, and every other one gets that record back.
 func TestReserveQueuedConcurrent(t *testing.T) {

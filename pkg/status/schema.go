@@ -11,10 +11,15 @@ import (
 )
 
 // The job table is pkg/idempotency's (docs/TABLE.md): this package uses its attribute and index
-// names, its shard function and its item decoder, and adds one attribute of its own.
+// names, its shard function and its item decoder, and adds attributes of its own.
 const (
 	// attrRunAt (N, unix ms) is when a scheduled job is due, written by RecordScheduled.
 	attrRunAt = "run_at"
+	// attrRequestHash (S) is the hash of the request that reserved the job (QueuedJob.RequestHash),
+	// written by ReserveQueued.
+	attrRequestHash = "req_hash"
+	// attrSentAt (N, unix ms) is when a queued job's message was marked sent (MarkSent).
+	attrSentAt = "sent_at"
 )
 
 // MaxShards bounds Config.Shards, as the idempotency store bounds its own.
@@ -90,5 +95,11 @@ func jobFromItem(item map[string]types.AttributeValue, now time.Time) (Job, erro
 	} else if ok {
 		j.RunAt = time.UnixMilli(ms).UTC()
 	}
+	if ms, ok, err := getN(item, attrSentAt); err != nil {
+		return Job{}, fmt.Errorf("status: malformed item %q: %w", idempotency.ItemKey(rec.Kind, rec.Key), err)
+	} else if ok {
+		j.SentAt = time.UnixMilli(ms).UTC()
+	}
+	j.RequestHash, _ = getS(item, attrRequestHash)
 	return j, nil
 }

@@ -63,10 +63,24 @@ type Job struct {
 	idempotency.Record
 	// RunAt is when a scheduled job is due, if RecordScheduled was told; zero otherwise.
 	RunAt time.Time
+	// RequestHash is the hash of the request that reserved the job (QueuedJob.RequestHash), ""
+	// when none was recorded.
+	RequestHash string
+	// SentAt is when the queued job's message was marked sent (MarkSent); zero when it was not.
+	SentAt time.Time
 	// Expired reports whether the record had expired when it was read. An expired record no
 	// longer counts (a new delivery of the key runs as a new job); DynamoDB deletes it within
 	// about two days.
 	Expired bool
+}
+
+// Lapsed reports whether the record expired while its job was still waiting to run (queued or
+// scheduled): no worker ever picked it up, and none will under this record — a reservation
+// released after its send failed (ReleaseQueued), or a message that never arrived or outlived
+// the queue's retention. Such a job does not exist for a caller that enqueued it (functions/api
+// answers 404); the record stays readable (Get, GetByID, List) until DynamoDB deletes it.
+func (j Job) Lapsed() bool {
+	return j.Expired && (j.State == idempotency.StateQueued || j.State == idempotency.StateScheduled)
 }
 
 // Table reads and writes job records. It is safe for concurrent use.
