@@ -62,7 +62,8 @@ const ApiPublicUrlRule = "Sqsworker-ApiPublicUrl"
 // function calls on the job table when its status is on: pkg/status Table.GetByID (GET
 // /jobs/{id}) queries by_id and reads the items with BatchGetItem; ReserveQueued (each POST)
 // is a conditional PutItem, plus a GetItem where a backend does not return the old item with the
-// conditional failure; ReleaseQueued (after a failed send) is an UpdateItem.
+// conditional failure; ReleaseQueued (after a failed send) and MarkSent (after a repeat sent a
+// queued job again) are UpdateItems.
 var (
 	ApiTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 	ApiIndexActions = []string{"dynamodb:Query"}
