@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/console"
+	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -229,6 +230,67 @@ func TestRedriveAllWithProgress(t *testing.T) {
 	}
 	if !finished {
 		t.Error("no log line for the finished redrive")
+	}
+}
+
+// moveTaskDLQ is the fixture's DLQ on a backend with move tasks (the emulator has none): its
+// RedriveAll starts a task, and WaitMoveTask reports it moving 2, then 4 of 4, then COMPLETED.
+type moveTaskDLQ struct {
+	*dlq.DLQ
+	waits chan string // the handles WaitMoveTask was asked to follow
+}
+
+func (m *moveTaskDLQ) RedriveAll(context.Context, dlq.RedriveOptions) (dlq.RedriveResult, error) {
+	return dlq.RedriveResult{Method: dlq.MethodMoveTask, TaskHandle: "AQEB-task-1", Total: 4}, nil
+}
+
+func (m *moveTaskDLQ) WaitMoveTask(_ context.Context, handle string, opts dlq.WaitOptions) (dlq.MoveTask, error) {
+	m.waits <- handle
+	t := dlq.MoveTask{Handle: handle, Status: dlq.MoveTaskRunning, ToMove: 4}
+	for _, moved := range []int{2, 4} {
+		t.Moved = moved
+		if moved == 4 {
+			t.Status = dlq.MoveTaskCompleted
+		}
+		opts.Progress(t)
+	}
+	return t, nil
+}
+
+// TestRedriveAllFollowsAMoveTask: where SQS runs the redrive as a move task, the console follows
+// it with dlq.WaitMoveTask, and the redrive's state shows the task's progress and end.
+func TestRedriveAllFollowsAMoveTask(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	md := &moveTaskDLQ{DLQ: f.dlq, waits: make(chan string, 1)}
+	c, _ := f.console(func(cfg *console.Config) { cfg.DLQ = md })
+	cl := newClient(t, c)
+	cl.signIn()
+	if code, loc, body := cl.post("/dlq/redrive-all", url.Values{"csrf": {cl.csrf("/dlq")}}); code != http.StatusSeeOther || loc != "/dlq/redrive" {
+		t.Fatalf("redrive all: %d %s\n%s", code, loc, body)
+	}
+	select {
+	case h := <-md.waits:
+		if h != "AQEB-task-1" {
+			t.Errorf("followed the task %q, want AQEB-task-1", h)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the console did not follow the move task")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, js := cl.get("/api/redrive")
+		if strings.Contains(js, `"running":false`) {
+			for _, want := range []string{`"moved":4`, `"total":4`, `"method":"move-task"`, `"task_handle":"AQEB-task-1"`, `"task_status":"COMPLETED"`, `"error":""`} {
+				if !strings.Contains(js, want) {
+					t.Errorf("finished redrive %s lacks %s", js, want)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the redrive did not finish: %s", js)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

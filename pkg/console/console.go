@@ -35,6 +35,7 @@ type DLQAPI interface {
 	Show(ctx context.Context, jobID string) (dlq.Message, error)
 	RedriveJob(ctx context.Context, jobID string, keepAttempts bool) error
 	RedriveAll(ctx context.Context, opts dlq.RedriveOptions) (dlq.RedriveResult, error)
+	WaitMoveTask(ctx context.Context, handle string, opts dlq.WaitOptions) (dlq.MoveTask, error)
 	Purge(ctx context.Context, confirm string) error
 }
 

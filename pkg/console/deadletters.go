@@ -179,7 +179,11 @@ type redriveState struct {
 	LeftBehind int    `json:"left_behind"`
 	Method     string `json:"method"`
 	TaskHandle string `json:"task_handle"`
-	Error      string `json:"error"`
+	// TaskStatus is the move task's status (RUNNING … COMPLETED), "" for the fallback mover.
+	TaskStatus string `json:"task_status"`
+	// Attached: the move task was started earlier (SQS runs one per queue) and is followed.
+	Attached bool   `json:"attached"`
+	Error    string `json:"error"`
 	Who        string `json:"-"`
 }
 
@@ -208,7 +212,9 @@ func (rr *redriveRunner) state() (redriveState, bool) {
 var errRedriveRunning = errors.New("a redrive of the DLQ is already running")
 
 // startRedrive starts a redrive of the whole DLQ in the background (dlq.RedriveAll, whose
-// Progress callback feeds the progress bar). It stops when the console is closed.
+// Progress callback feeds the progress bar) and, when SQS runs it as a move task, follows the
+// task to its end (dlq.WaitMoveTask, whose Progress feeds the same bar). It stops when the
+// console is closed; a move task goes on in SQS.
 func (c *Console) startRedrive(who string) error {
 	rr := &c.redrive
 	rr.mu.Lock()
@@ -224,6 +230,23 @@ func (c *Console) startRedrive(who string) error {
 			st.Moved, st.Total = moved, max(total, moved)
 			rr.mu.Unlock()
 		}})
+		if err == nil && res.Method == dlq.MethodMoveTask && res.TaskHandle != "" {
+			rr.mu.Lock()
+			st.Method, st.TaskHandle, st.TaskStatus, st.Attached, st.Total = res.Method, res.TaskHandle, dlq.MoveTaskRunning, res.Attached, res.Total
+			rr.mu.Unlock()
+			var task dlq.MoveTask
+			task, err = c.cfg.DLQ.WaitMoveTask(c.ctx, res.TaskHandle, dlq.WaitOptions{Progress: func(t dlq.MoveTask) {
+				rr.mu.Lock()
+				st.Moved, st.Total, st.TaskStatus = t.Moved, max(t.ToMove, t.Moved), t.Status
+				rr.mu.Unlock()
+			}})
+			if task.Status != "" {
+				res.Moved, res.Total = task.Moved, max(task.ToMove, task.Moved)
+				rr.mu.Lock()
+				st.TaskStatus = task.Status
+				rr.mu.Unlock()
+			}
+		}
 		rr.mu.Lock()
 		st.Running, st.Finished = false, showTime(c.cfg.Now())
 		st.Moved, st.Total, st.LeftBehind = res.Moved, max(res.Total, res.Moved), res.LeftBehind
