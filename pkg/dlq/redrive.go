@@ -37,7 +37,8 @@ type RedriveOptions struct {
 	// Progress, when set, is called when the fallback mover starts (with 0 moved) and after each
 	// batch it moved, with the count moved so far and the DLQ's approximate message count when
 	// the redrive began (at least the count moved). Cancelling the redrive's context from it
-	// stops the mover before its next batch, with nothing left in flight.
+	// stops the mover before its next batch, with nothing left in flight. A move task is not
+	// reported here: WaitMoveTask's Progress follows it.
 	Progress func(moved, total int)
 }
 
