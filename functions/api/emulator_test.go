@@ -290,7 +290,7 @@ func TestIdempotentRequestWholeBody(t *testing.T) {
 		want int
 	}{
 		{`{"kind":"metrics.rollup","args":{ "day":7 },"delay":"30000ms"}`, http.StatusAccepted}, // the same delay
-		{`{"kind":"metrics.rollup","args":{"day":7}}`, http.StatusConflict},                    // no delay
+		{`{"kind":"metrics.rollup","args":{"day":7}}`, http.StatusConflict},                     // no delay
 		{`{"kind":"metrics.rollup","args":{"day":7},"delay":"45s"}`, http.StatusConflict},
 		{`{"kind":"metrics.rollup","args":{"day":7},"delay":"30s","group":"g-1"}`, http.StatusConflict},
 		{`{"kind":"metrics.rollup","args":{"day":8},"delay":"30s"}`, http.StatusConflict},

@@ -184,7 +184,7 @@ type redriveState struct {
 	// Attached: the move task was started earlier (SQS runs one per queue) and is followed.
 	Attached bool   `json:"attached"`
 	Error    string `json:"error"`
-	Who        string `json:"-"`
+	Who      string `json:"-"`
 }
 
 // redriveRunner runs one redrive at a time.
