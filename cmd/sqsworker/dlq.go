@@ -335,9 +335,9 @@ const maxRedriveRate = 500
 
 func newDLQRedriveCmd(g *globals) *cobra.Command {
 	var (
-		jobID      string
-		keep, fifo bool
-		rate       int
+		jobID          string
+		keep, fifo, mv bool
+		rate           int
 	)
 	cmd := &cobra.Command{
 		Use:   "redrive",
@@ -352,7 +352,11 @@ fails again) stay for the next redrive. It uses SQS's StartMessageMoveTask where
 has it (it runs on in the background: the command prints its task handle), and otherwise
 receives, re-sends and deletes the messages itself, at --rate messages per second, showing
 moved/total and the rate on a terminal. Interrupting it (Ctrl-C) loses nothing: every message
-is then in one of the two queues, and running it again moves the rest.`,
+is then in one of the two queues, and running it again moves the rest. --no-move-task moves them
+itself even where SQS has move tasks: a move task sends each message back as it is, so a job's
+attempts_before stays, and a job kept in S3 keeps its old object; the command's own mover resets
+attempts_before and writes such a job's envelope anew (a fresh object for the bucket's lifecycle
+rule). A redrive of one --job always moves it itself.`,
 		Example: `  sqsworker dlq redrive --stack myapp
   sqsworker dlq redrive --job 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp --rate 20 --keep-attempts --output json`,
@@ -377,7 +381,7 @@ is then in one of the two queues, and running it again moves the rest.`,
 				doc.Method, doc.Moved, doc.Total = dlq.MethodFallback, 1, 1
 			} else {
 				p := newProgress(cmd.ErrOrStderr(), "redrive "+refs.DLQName+" → "+refs.QueueName, isTerminal(cmd.ErrOrStderr()))
-				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, Progress: p.update})
+				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, NoMoveTask: mv, Progress: p.update})
 				p.done()
 				if err != nil {
 					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -415,6 +419,7 @@ is then in one of the two queues, and running it again moves the rest.`,
 	f.BoolVar(&keep, "keep-attempts", false, "keep the attempts the jobs have spent (default: a fresh attempt budget)")
 	f.IntVar(&rate, "rate", dlq.DefaultRatePerSecond, fmt.Sprintf("messages moved per second, 1-%d", maxRedriveRate))
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	f.BoolVar(&mv, "no-move-task", false, "receive, re-send and delete the messages here instead of starting an SQS move task (resets attempts_before, rewrites jobs kept in S3)")
 	return cmd
 }
 
