@@ -386,7 +386,7 @@ func TestEmulatorPayloadDuplicateAfterSuccess(t *testing.T) {
 		store   *payload.Store
 		wantRan int // runs of the job over both deliveries
 	}{
-		{"kumo", e.store, 2},              // no tag count from GetObject: the duplicate runs, as an inline one would
+		{"kumo", e.store, 2},             // no tag count from GetObject: the duplicate runs, as an inline one would
 		{"with tag count", withCount, 1}, // as on S3: acknowledged without running
 	} {
 		rec := newRecorder(t)
