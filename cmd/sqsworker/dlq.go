@@ -342,9 +342,9 @@ const maxRedriveRate = 500
 
 func newDLQRedriveCmd(g *globals) *cobra.Command {
 	var (
-		jobID              string
-		keep, fifo, noWait bool
-		rate               int
+		jobID                  string
+		keep, fifo, noWait, mv bool
+		rate                   int
 	)
 	cmd := &cobra.Command{
 		Use:   "redrive",
@@ -364,7 +364,11 @@ with --no-wait prints its handle and returns. SQS runs one move task per queue a
 one runs, redrive follows it instead of starting another. Interrupting it (Ctrl-C) loses
 nothing: a move task keeps running in SQS (the command prints its handle and how to cancel
 it), the fallback mover leaves every message in one of the two queues, and running the command
-again is safe.`,
+again is safe. --no-move-task moves the messages itself even where SQS has move tasks: a move
+task sends each message back as it is, so a job's attempts_before stays, and a job kept in S3
+keeps its old object; the command's own mover resets attempts_before and writes such a job's
+envelope anew (a fresh object for the bucket's lifecycle rule). A redrive of one --job always
+moves it itself.`,
 		Example: `  sqsworker dlq redrive --stack myapp
   sqsworker dlq redrive --job 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp --rate 20 --keep-attempts --output json`,
@@ -391,7 +395,7 @@ again is safe.`,
 				stderr := cmd.ErrOrStderr()
 				label := "redrive " + refs.DLQName + " → " + refs.QueueName
 				p := newProgress(stderr, label, isTerminal(stderr))
-				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, Progress: p.update})
+				res, err := d.RedriveAll(ctx, dlq.RedriveOptions{KeepAttempts: keep, NoMoveTask: mv, Progress: p.update})
 				p.done()
 				if err != nil {
 					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -463,6 +467,7 @@ again is safe.`,
 	f.IntVar(&rate, "rate", dlq.DefaultRatePerSecond, fmt.Sprintf("messages moved per second, 1-%d", maxRedriveRate))
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	f.BoolVar(&noWait, "no-wait", false, "with an SQS message move task: print its handle and return instead of following it")
+	f.BoolVar(&mv, "no-move-task", false, "receive, re-send and delete the messages here instead of starting an SQS move task (resets attempts_before, rewrites jobs kept in S3)")
 	return cmd
 }
 

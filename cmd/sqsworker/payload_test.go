@@ -103,3 +103,60 @@ func TestEnqueueLargeWithoutBucket(t *testing.T) {
 		t.Fatalf("%d messages sent", n)
 	}
 }
+
+// TestDLQRedrivePayloadNoMoveTask: `dlq redrive --no-move-task` sends a dead letter kept in S3
+// back with its envelope rewritten (attempts_before reset, a fresh object under .redrive-<hash>).
+func TestDLQRedrivePayloadNoMoveTask(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "redrivepl", false)
+	b := backend(t)
+	ctx := context.Background()
+	bucket, err := awslocal.ProvisionBucket(ctx, b.S3(), stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := payload.New(payload.Config{S3: b.S3(), Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := jobs.Envelope{V: 1, ID: "big-1", Kind: "blob.store", Args: []byte(`{"data":"x"}`), AttemptsBefore: 3}
+	raw, _ := env.MarshalJSON()
+	old, err := st.Put(ctx, st.Key(env.ID)+".resend-00", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(b.Config)
+	dlqURL, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.DLQName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: dlqURL.QueueUrl, MessageBody: aws.String(old.Body()),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			payload.SizeAttribute: {DataType: aws.String("Number"), StringValue: aws.String(payload.SizeValue(len(raw)))},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := run(ctx, []string{"dlq", "redrive", "--no-move-task", "--stack", stack, "--endpoint", b.URL, "-o", "json"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var doc redriveJSON
+	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil || doc.Moved != 1 || doc.Method != "receive-send-delete" {
+		t.Fatalf("output %s (%v)", stdout.String(), err)
+	}
+	msgs := receiveAll(t, awslocal.QueueName(stack, false))
+	if len(msgs) != 1 {
+		t.Fatalf("the job queue has %d messages", len(msgs))
+	}
+	p, err := payload.ParsePointer(aws.ToString(msgs[0].Body))
+	if err != nil || !strings.HasPrefix(p.Key, st.Key(env.ID)+".redrive-") {
+		t.Fatalf("redriven body %s (%v)", aws.ToString(msgs[0].Body), err)
+	}
+	data, err := st.Get(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := jobs.DecodeEnvelope(data); err != nil || got.AttemptsBefore != 0 || got.ID != env.ID {
+		t.Fatalf("redriven envelope %+v, %v; want attempts_before 0", got, err)
+	}
+}

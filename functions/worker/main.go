@@ -94,7 +94,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
 		}
-		wcfg.Payload = st
+		wcfg.Payload, wcfg.PayloadCleanup = st, cfg.PayloadCleanup
 	}
 	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
@@ -123,7 +123,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		slog.String("queue_url", cfg.QueueURL), slog.String("dlq_url", cfg.DLQURL), slog.String("table", cfg.Table),
 		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
 		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""),
-		slog.String("payload_bucket", cfg.PayloadBucket),
+		slog.String("payload_bucket", cfg.PayloadBucket), slog.String("payload_cleanup", cfg.PayloadCleanup.String()),
 		slog.Bool("tracing", ot != nil))
 	return &invoker{h: h, ot: ot}, nil
 }

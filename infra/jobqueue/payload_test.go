@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -14,14 +15,17 @@ var payloads, payloadsKeyed synth
 const (
 	bucketArn     = "JobsPayloadBucket.Arn"
 	bucketObjects = "JobsPayloadBucket.Arn/*"
+	bucketPrefix  = "JobsPayloadBucket.Arn/sqsworker/*"
 )
 
 func payloadShape(t *testing.T) (assertions.Template, *JobQueue) {
 	return payloads.get(t, Props{Name: "big", PayloadBucket: true, WorkerEnqueues: true})
 }
 
-// TestPayloadBucket: private, TLS-only, encrypted, objects expired after the DLQ's retention and
-// a day, deleted with the stack; the worker's environment and an output name it.
+// TestPayloadBucket: private, TLS-only, encrypted, objects expired after the longest a message
+// can live (the job queue's retention at SQS's maximum, the DLQ's, a day) and objects marked done
+// a day after their creation, deleted with the stack; the worker's environment names it and the
+// mark cleanup, and an output names it.
 func TestPayloadBucket(t *testing.T) {
 	tmpl, jq := payloadShape(t)
 	check(t, func() {
@@ -37,8 +41,11 @@ func TestPayloadBucket(t *testing.T) {
 				}},
 				"OwnershipControls": map[string]any{"Rules": []any{map[string]any{"ObjectOwnership": "BucketOwnerEnforced"}}},
 				"LifecycleConfiguration": map[string]any{"Rules": []any{map[string]any{
-					"Id": "expire-payloads", "Status": "Enabled", "ExpirationInDays": 15,
+					"Id": "expire-payloads", "Status": "Enabled", "ExpirationInDays": 29,
 					"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
+				}, map[string]any{
+					"Id": "expire-done-payloads", "Status": "Enabled", "ExpirationInDays": 1,
+					"TagFilters": []any{map[string]any{"Key": "sqsworker-done", "Value": "true"}},
 				}}},
 			},
 		})
@@ -53,7 +60,8 @@ func TestPayloadBucket(t *testing.T) {
 		})
 		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{
 			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
-				EnvPayloadBucket: map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^JobsPayloadBucket"))},
+				EnvPayloadBucket:  map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^JobsPayloadBucket"))},
+				EnvPayloadCleanup: "mark",
 			})},
 		})
 		tmpl.HasOutput(jsii.String("JobsPayloadBucketName"), &map[string]any{})
@@ -61,21 +69,24 @@ func TestPayloadBucket(t *testing.T) {
 	if jq.PayloadBucket == nil {
 		t.Fatal("JobQueue.PayloadBucket is nil")
 	}
-	if PayloadExpiry.Hours() != 15*24 {
+	// Longer than a message lives: 14 days in the job queue at most (SQS's maximum retention,
+	// whatever the queue's own), then a fresh DLQ message kept DLQRetention.
+	if PayloadExpiry < 14*24*time.Hour+DLQRetention || PayloadExpiry.Hours() != 29*24 {
 		t.Fatalf("PayloadExpiry %v", PayloadExpiry)
 	}
 }
 
-// TestPayloadGrants: GrantEnqueue adds PutObject on the objects; the worker gets GetObject,
-// DeleteObject and PutObject (re-sent copies) on the objects and ListBucket on the bucket (so a
-// missing object answers 404, not 403), on top of its usual grants.
+// TestPayloadGrants: GrantEnqueue adds PutObject under sqsworker/ only; the worker gets PutObject
+// (re-sent copies) there, GetObject, DeleteObject and the tagging of the done mark on every object
+// of the bucket (Java and Python producers use keys of their own), and ListBucket on the bucket
+// (so a missing object answers 404, not 403), on top of its usual grants.
 func TestPayloadGrants(t *testing.T) {
 	tmpl, _ := payloadShape(t)
 	checkGrants(t, "Producer", grants(t, tmpl, "Producer"), map[string][]string{
 		queueArn:                send,
 		schedulesOf("big-jobs"): schedules,
 		schedRole:               {"iam:PassRole"},
-		bucketObjects:           {"s3:PutObject"},
+		bucketPrefix:            {"s3:PutObject"},
 	})
 	checkGrants(t, "JobsWorkerRole", grants(t, tmpl, "JobsWorkerRole"), map[string][]string{
 		logsArn:                 {"logs:CreateLogStream", "logs:PutLogEvents"},
@@ -84,7 +95,8 @@ func TestPayloadGrants(t *testing.T) {
 		tableArn:                workerTable,
 		schedulesOf("big-jobs"): schedules,
 		schedRole:               {"iam:PassRole"},
-		bucketObjects:           {"s3:DeleteObject", "s3:GetObject", "s3:PutObject"},
+		bucketObjects:           {"s3:DeleteObject", "s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"},
+		bucketPrefix:            {"s3:PutObject"},
 		bucketArn:               {"s3:ListBucket"},
 	})
 }
@@ -120,7 +132,7 @@ func TestNoPayloadBucketByDefault(t *testing.T) {
 	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(0)) })
 	for _, role := range []string{"Producer", "JobsWorkerRole"} {
 		for r := range grants(t, tmpl, role) {
-			if r == bucketArn || r == bucketObjects {
+			if r == bucketArn || r == bucketObjects || r == bucketPrefix {
 				t.Errorf("%s has grants on a payload bucket", role)
 			}
 		}

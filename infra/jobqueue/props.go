@@ -112,9 +112,10 @@ type Props struct {
 	Outbox *OutboxProps
 
 	// PayloadBucket adds an S3 bucket for jobs larger than SQS allows (payload.go, pkg/payload):
-	// encrypted, TLS-only, private, its objects expired after PayloadExpiry; GrantEnqueue gives
-	// s3:PutObject on it, the worker GetObject, DeleteObject, PutObject and ListBucket, and its
-	// environment SQSWORKER_PAYLOAD_BUCKET. Default false: no bucket.
+	// encrypted, TLS-only, private, its objects expired after PayloadExpiry (those the worker
+	// marks done after PayloadDoneExpiry); GrantEnqueue gives s3:PutObject under sqsworker/, the
+	// worker the actions of PayloadWorkerActions and the rest, and its environment
+	// SQSWORKER_PAYLOAD_BUCKET and SQSWORKER_PAYLOAD_CLEANUP=mark. Default false: no bucket.
 	PayloadBucket bool
 	// PostgresOutbox, when set, deploys the relay of a PostgreSQL transactional outbox (pgoutbox.go).
 	PostgresOutbox *PostgresOutboxProps

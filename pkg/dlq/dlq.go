@@ -44,10 +44,19 @@ type Resetter interface {
 }
 
 // PayloadStore reads and deletes the S3 objects of dead letters whose body is a pointer (jobs
-// larger than SQS allows, pkg/payload). *payload.Store implements it.
+// larger than SQS allows, pkg/payload), and writes the envelopes a redrive sends back.
+// *payload.Store implements it.
 type PayloadStore interface {
+	// Get reads the object p names.
 	Get(ctx context.Context, p payload.Pointer) ([]byte, error)
+	// Delete deletes the object p names (PurgePayloads).
 	Delete(ctx context.Context, p payload.Pointer) error
+	// Put writes a redriven job's envelope under key and returns its pointer.
+	Put(ctx context.Context, key string, body []byte) (payload.Pointer, error)
+	// Key returns the key of a job's payload, derived from its id.
+	Key(jobID string) string
+	// SizeAttribute is the size attribute's name to send with the store's pointers.
+	SizeAttribute() string
 }
 
 var _ PayloadStore = (*payload.Store)(nil)
@@ -82,9 +91,11 @@ type Config struct {
 	// redriven; *status.Table implements it. Optional.
 	Status Resetter
 	// Payload, when set, reads the envelopes of dead letters whose body is an S3 pointer (Show
-	// finds such a job by its id, a redrive resets its status record) and deletes their objects
+	// finds such a job by its id, a redrive resets its status record), writes the envelope a
+	// redrive sends back (under a key of its own, with attempts_before reset as for an inline job,
+	// and a fresh object for the bucket's lifecycle rule to count from), and deletes their objects
 	// (PurgePayloads). Optional: without it a pointer dead letter is shown as its pointer, and
-	// redriven as it is.
+	// redriven as it is (its object, and the attempts_before in it, unchanged).
 	Payload PayloadStore
 	// RatePerSecond bounds the messages a redrive moves per second (StartMessageMoveTask's
 	// MaxNumberOfMessagesPerSecond, at most 500, and the fallback mover's pace). Defaults to 100.
@@ -224,6 +235,10 @@ type dead struct {
 	envErr error          // why it is not
 	raw    sqstypes.Message
 	ptr    payload.Pointer // the body's pointer, when Payload is set
+	// redrive is the pointer to the envelope a redrive rewrote to S3 (rewritePayloads), with its
+	// size; nil when the dead letter goes back as it came.
+	redrive     *payload.Pointer
+	redriveSize int
 }
 
 // resolve reads the envelope of a pointer dead letter from S3 (Config.Payload), filling in the

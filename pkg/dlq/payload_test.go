@@ -99,14 +99,21 @@ func TestPayloadDeadLetterShowRedrivePurge(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("after the redrive the queue has %d messages", len(msgs))
 	}
+	redriven, err := payload.ParsePointer(aws.ToString(msgs[0].Body))
+	if err != nil || !strings.HasPrefix(redriven.Key, key.Key+".redrive-") {
+		t.Fatalf("the redriven copy's body %s (%v), want a pointer to a rewritten envelope", aws.ToString(msgs[0].Body), err)
+	}
 	if failed := e.deliver(h, msgs); len(failed) != 0 {
 		t.Fatalf("the redriven job failed: %v", failed)
 	}
 	if ranWith.Load() < 2<<20 {
 		t.Fatalf("the redriven job ran with %d bytes of args, want its payload", ranWith.Load())
 	}
-	if _, err := st.Get(ctx, key); !errors.Is(err, payload.ErrNotFound) {
-		t.Fatalf("after success the object: %v, want it deleted", err)
+	if _, err := st.Get(ctx, redriven); !errors.Is(err, payload.ErrNotFound) {
+		t.Fatalf("after success the redriven object: %v, want it deleted", err)
+	}
+	if _, err := st.Get(ctx, key); err != nil {
+		t.Fatalf("the dead letter's own object: %v, want it left for the lifecycle rule", err)
 	}
 
 	// A pointer SQS moved itself (no failure attribute): Show finds its job through S3.
@@ -135,4 +142,55 @@ func bigEnvelopeObject(t *testing.T, st *payload.Store, id string) payload.Point
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestPayloadRedriveFreshBudget: redriving a pointer dead letter resets the attempts_before kept in
+// its S3 object, as an inline redrive does: the envelope is rewritten under a key of its own
+// (<job key>.redrive-<hash>), a fresh object for the lifecycle rule, the size attribute updated and
+// the job's own attributes kept. With KeepAttempts it is rewritten too (fresh object), keeping the
+// count.
+func TestPayloadRedriveFreshBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, keep := range []bool{false, true} {
+		e := newEmu(t, false, false)
+		st := payloadStore(t, e.stack.Name)
+		env := jobs.Envelope{V: 1, ID: "resent-1", Kind: testKind, Args: []byte(`{"n":1}`), AttemptsBefore: 4, MaxAttempts: 5}
+		old, err := st.Put(ctx, st.Key(env.ID)+".resend-0123456789abcdef", []byte(body(env)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs := failureAttr(env)
+		attrs[payload.LegacySizeAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(payload.SizeValue(len(body(env))))}
+		e.send(e.stack.DLQURL, old.Body(), attrs)
+		d := e.dlq(func(c *dlq.Config) { c.Payload = st })
+		if _, err := d.RedriveAll(ctx, dlq.RedriveOptions{NoMoveTask: true, KeepAttempts: keep}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.receive(e.stack.QueueURL, 1, 10*time.Second)
+		if len(msgs) != 1 {
+			t.Fatalf("keep=%v: the queue has %d messages", keep, len(msgs))
+		}
+		p, err := payload.ParsePointer(aws.ToString(msgs[0].Body))
+		if err != nil || p == old || !strings.HasPrefix(p.Key, st.Key(env.ID)+".redrive-") {
+			t.Fatalf("keep=%v: redriven body %s (%v), want a pointer to a new object", keep, aws.ToString(msgs[0].Body), err)
+		}
+		data, err := st.Get(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := jobs.DecodeEnvelope(data)
+		want := 0
+		if keep {
+			want = 4
+		}
+		if err != nil || got.AttemptsBefore != want || got.ID != env.ID || got.MaxAttempts != 5 {
+			t.Fatalf("keep=%v: redriven envelope %+v, %v; want attempts_before %d", keep, got, err, want)
+		}
+		a := msgs[0].MessageAttributes
+		if aws.ToString(a[st.SizeAttribute()].StringValue) != payload.SizeValue(len(data)) || a[payload.LegacySizeAttribute].StringValue != nil ||
+			aws.ToString(a["tenant"].StringValue) != "acme" || a[worker.FailureAttribute].StringValue != nil {
+			t.Errorf("keep=%v: attributes %v, want the new size, the job's own, no failure", keep, a)
+		}
+	}
 }

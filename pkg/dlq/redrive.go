@@ -2,6 +2,8 @@ package dlq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -523,6 +526,7 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
+	d.rewritePayloads(ctx, msgs, opt, &out)
 	type request struct {
 		idx     []int
 		entries []sqstypes.SendMessageBatchRequestEntry
@@ -531,6 +535,9 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 	var reqs []request
 	var cur request
 	for i, m := range msgs {
+		if out.refused[i] != nil {
+			continue // its envelope could not be rewritten to S3: it stays in the DLQ
+		}
 		e, n := d.entry(m, opt)
 		if len(cur.entries) == maxBatch || (len(cur.entries) > 0 && cur.size+n > maxRequestBytes) {
 			reqs = append(reqs, cur)
@@ -570,21 +577,63 @@ func (d *DLQ) moveBatch(ctx context.Context, fromURL string, msgs []dead, opt mo
 	return out, errors.Join(sendErr, delErr)
 }
 
+// rewritePayloads writes the envelope of each pointer dead letter (a job kept in S3) anew for the
+// redrive: attempts_before reset unless opt.keepAttempts, as an inline job's, under the key
+// <job key>.redrive-<hash of the envelope>, so that a retried redrive rewrites the same object
+// and the bucket's lifecycle rule counts from the redrive. The dead letter's own object is left
+// as it is (another copy of the job may point to it); the lifecycle rule expires it. A dead
+// letter whose object cannot be read, or is not an envelope, or without Config.Payload, goes
+// back as its pointer. A failed write leaves the dead letter in the DLQ (its refusal).
+func (d *DLQ) rewritePayloads(ctx context.Context, msgs []dead, opt moveOptions, out *moveOutcome) {
+	if d.cfg.Payload == nil {
+		return
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Payload == nil {
+			continue
+		}
+		d.resolve(ctx, m)
+		if m.env == nil {
+			continue
+		}
+		env := *m.env
+		if !opt.keepAttempts {
+			env.AttemptsBefore = 0
+		}
+		body := env.AppendJSON(nil)
+		sum := sha256.Sum256(body)
+		key := d.cfg.Payload.Key(env.ID) + ".redrive-" + hex.EncodeToString(sum[:8])
+		p, err := d.cfg.Payload.Put(ctx, key, body)
+		if err != nil {
+			out.refused[i] = fmt.Errorf("message %s: write the redriven envelope of job %s to S3: %w", m.MessageID, env.ID, err)
+			continue
+		}
+		m.redrive, m.redriveSize = &p, len(body)
+	}
+}
+
 // entry builds the job queue's copy of a dead letter and its size in SQS's accounting.
 func (d *DLQ) entry(m dead, opt moveOptions) (sqstypes.SendMessageBatchRequestEntry, int) {
 	body := m.Body
-	// A job kept in S3 is redriven as its pointer (its object is not rewritten: attempts_before
-	// stays as it is there).
-	if m.env != nil && m.Payload == nil && !opt.keepAttempts && m.env.AttemptsBefore != 0 {
+	switch {
+	case m.redrive != nil:
+		body = m.redrive.Body() // the envelope rewritten to S3 (rewritePayloads)
+	case m.env != nil && m.Payload == nil && !opt.keepAttempts && m.env.AttemptsBefore != 0:
 		env := *m.env
 		env.AttemptsBefore = 0
 		body = string(env.AppendJSON(make([]byte, 0, len(body))))
 	}
 	e := sqstypes.SendMessageBatchRequestEntry{MessageBody: aws.String(body)}
 	size := len(body)
+	if m.redrive != nil {
+		name, v := d.cfg.Payload.SizeAttribute(), payload.SizeValue(m.redriveSize)
+		e.MessageAttributes = map[string]sqstypes.MessageAttributeValue{name: {DataType: aws.String("Number"), StringValue: aws.String(v)}}
+		size += len(name) + len("Number") + len(v)
+	}
 	if !opt.bodyOnly {
 		for name, v := range m.raw.MessageAttributes {
-			if name == worker.FailureAttribute {
+			if name == worker.FailureAttribute || m.redrive != nil && payload.IsSizeAttribute(name) {
 				continue
 			}
 			if e.MessageAttributes == nil {

@@ -14,6 +14,7 @@ const (
 	ReasonUnknownKind     = "unknown_kind"     // no worker is registered for the kind
 	ReasonPayloadMismatch = "payload_mismatch" // the key was seen before with different args
 	ReasonPayloadMissing  = "payload_missing"  // the body points to an S3 object that is missing or cannot be read
+	ReasonPayloadRefused  = "payload_refused"  // the body points to an S3 bucket the worker may not read (payload.Config.AllowedBuckets)
 )
 
 // CancelError stops a job's retries: the job is dead-lettered with the reason "cancelled".

@@ -21,6 +21,8 @@ func TestDeadLetterReasonsAreStable(t *testing.T) {
 		jobs.ReasonMalformed:       "malformed",
 		jobs.ReasonUnknownKind:     "unknown_kind",
 		jobs.ReasonPayloadMismatch: "payload_mismatch",
+		jobs.ReasonPayloadMissing:  "payload_missing",
+		jobs.ReasonPayloadRefused:  "payload_refused",
 	} {
 		if got != want {
 			t.Errorf("reason %q, want %q", got, want)

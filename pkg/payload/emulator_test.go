@@ -70,12 +70,15 @@ func TestEmulatorStore(t *testing.T) {
 		t.Fatalf("Delete of a deleted object: %v, want nil (as S3 answers)", err)
 	}
 	missing := payload.Pointer{Bucket: "no-such-bucket-" + strings.ToLower(awslocal.UniqueName("x")), Key: "k"}
-	if _, err := st.Get(ctx, missing); !errors.Is(err, payload.ErrNotFound) || !strings.Contains(err.Error(), "bucket") {
-		t.Fatalf("Get from a missing bucket: %v, want ErrNotFound naming the bucket", err)
+	if _, err := st.Get(ctx, missing); !errors.Is(err, payload.ErrBucketNotAllowed) {
+		t.Fatalf("Get from another bucket: %v, want ErrBucketNotAllowed", err)
 	}
 	other, err := payload.New(payload.Config{S3: client, Bucket: missing.Bucket})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := other.Get(ctx, missing); !errors.Is(err, payload.ErrNotFound) || !strings.Contains(err.Error(), "bucket") {
+		t.Fatalf("Get from a missing bucket: %v, want ErrNotFound naming the bucket", err)
 	}
 	if _, err := other.Put(ctx, "k", []byte("{}")); !errors.Is(err, payload.ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("Put to a missing bucket: %v, want ErrNotFound saying the bucket does not exist", err)
@@ -114,5 +117,56 @@ func TestEmulatorServerSideEncryption(t *testing.T) {
 		if out.ServerSideEncryption != c.want || aws.ToString(out.SSEKMSKeyId) != c.key {
 			t.Errorf("%s: object encryption %q key %q, want %q %q", c.name, out.ServerSideEncryption, aws.ToString(out.SSEKMSKeyId), c.want, c.key)
 		}
+	}
+}
+
+// TestEmulatorMarkDone measures the emulator's object tagging: MarkDone's PutObjectTagging is
+// stored and GetObjectTagging returns it, a new PutObject of the key clears it (as on S3), and a
+// missing object answers NoSuchKey. kumo v0.33.1 does not send x-amz-tagging-count with GetObject,
+// so Read cannot see the mark there (it reads the tags only of objects S3 says are tagged): the
+// test records that gap rather than build on it; Read's use of the count is tested with a fake.
+func TestEmulatorMarkDone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client, bucket := emulatorBucket(t)
+	st, err := payload.New(payload.Config{S3: client, Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.Put(ctx, st.Key("done-1"), []byte(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkDone(ctx, p); err != nil {
+		t.Fatalf("MarkDone: %v", err)
+	}
+	tags := func() map[string]string {
+		out, err := client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(bucket), Key: aws.String(p.Key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, tg := range out.TagSet {
+			m[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		}
+		return m
+	}
+	if got := tags(); len(got) != 1 || got[payload.DoneTagKey] != payload.DoneTagValue {
+		t.Fatalf("tags after MarkDone: %v", got)
+	}
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(p.Key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Body.Close()
+	t.Logf("kumo GetObject of a tagged object: TagCount %v (S3 sends x-amz-tagging-count)", out.TagCount)
+	if _, err := st.Put(ctx, p.Key, []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := tags(); len(got) != 0 {
+		t.Fatalf("tags after a new put of the key: %v, want none", got)
+	}
+	if err := st.MarkDone(ctx, payload.Pointer{Bucket: bucket, Key: "sqsworker/never-written"}); !errors.Is(err, payload.ErrNotFound) {
+		t.Fatalf("MarkDone of a missing object: %v, want ErrNotFound", err)
 	}
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // One Store serves the producer (it writes the envelopes of jobs too large for SQS) and the
-// worker (it reads them, and deletes each once its job succeeded).
+// worker (it reads them, and marks each done once its job succeeded, for the bucket's lifecycle
+// rule on the tag sqsworker-done=true to expire: a duplicate delivery then finds its object).
 func Example() {
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -27,6 +28,8 @@ func Example() {
 		S3:                   s3.NewFromConfig(cfg),
 		Bucket:               "myapp-payloads",
 		ServerSideEncryption: "aws:kms", // when the bucket's policy demands it
+		// AllowedBuckets: []string{"java-service-payloads"}, // to read another producer's bucket
+		// Format: payload.FormatLegacyAttribute, // for consumers that request only SQSLargePayloadSize
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -38,7 +41,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := worker.New(worker.Config{Registry: jobs.NewRegistry(), SQS: sqs.NewFromConfig(cfg), Payload: st})
+	h, err := worker.New(worker.Config{Registry: jobs.NewRegistry(), SQS: sqs.NewFromConfig(cfg),
+		Payload: st, PayloadCleanup: worker.PayloadMarkDone})
 	if err != nil {
 		log.Fatal(err)
 	}

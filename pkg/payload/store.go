@@ -22,6 +22,10 @@ type S3API interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	// PutObjectTagging marks an object done (MarkDone); GetObjectTagging reads the mark back
+	// (Read, only for an object that has tags).
+	PutObjectTagging(ctx context.Context, in *s3.PutObjectTaggingInput, optFns ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error)
+	GetObjectTagging(ctx context.Context, in *s3.GetObjectTaggingInput, optFns ...func(*s3.Options)) (*s3.GetObjectTaggingOutput, error)
 }
 
 var _ S3API = (*s3.Client)(nil)
@@ -39,7 +43,69 @@ var (
 	ErrAccessDenied = errors.New("payload: access denied")
 	// ErrTooLarge: the object is larger than Config.MaxSize.
 	ErrTooLarge = errors.New("payload: object too large")
+	// ErrBucketNotAllowed: the pointer names a bucket that is neither Config.Bucket nor in
+	// Config.AllowedBuckets. The Store never reads, tags or deletes such an object: a message
+	// anyone can send must not make the worker read or delete whatever its role can reach.
+	ErrBucketNotAllowed = errors.New("payload: bucket not allowed")
 )
+
+// The tag [Store.MarkDone] puts on an object whose job is settled for good. A bucket's lifecycle
+// rule filtered on it expires such objects soon (the CDK stack's after a day, counted from the
+// object's creation); until then a duplicate delivery finds the object and [Store.Read] reports
+// it done.
+const (
+	DoneTagKey   = "sqsworker-done"
+	DoneTagValue = "true"
+)
+
+// Format is the wire form of the pointer messages a Store writes (Config.Format): the class
+// name in the body and the name of the size attribute. Every form is read.
+type Format uint8
+
+const (
+	// FormatCurrent: class PointerClass, attribute SizeAttribute (ExtendedPayloadSize). What the
+	// Python library writes by default and the Java library 2.x with
+	// useLegacyReservedAttributeName false. The default.
+	FormatCurrent Format = iota
+	// FormatLegacyAttribute: class PointerClass, attribute LegacySizeAttribute
+	// (SQSLargePayloadSize), as the Java library 2.x writes by default
+	// (useLegacyReservedAttributeName true). For consumers that request only the legacy
+	// attribute: the Python library with use_legacy_attribute=True, and the Java 1.x releases
+	// built on the payload-offloading library.
+	FormatLegacyAttribute
+	// FormatLegacy: class LegacyPointerClass, attribute LegacySizeAttribute, as the Python
+	// library writes with use_legacy_attribute=True and the first Java releases (1.0.x, whose
+	// reader knows only the legacy class) wrote.
+	FormatLegacy
+)
+
+// SizeAttribute returns the size attribute's name in this form.
+func (f Format) SizeAttribute() string {
+	if f == FormatCurrent {
+		return SizeAttribute
+	}
+	return LegacySizeAttribute
+}
+
+// Class returns the pointer class name in this form.
+func (f Format) Class() string {
+	if f == FormatLegacy {
+		return LegacyPointerClass
+	}
+	return PointerClass
+}
+
+func (f Format) String() string {
+	switch f {
+	case FormatCurrent:
+		return "current"
+	case FormatLegacyAttribute:
+		return "legacy-attribute"
+	case FormatLegacy:
+		return "legacy"
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
 
 // Defaults and limits of [Config].
 const (
@@ -62,9 +128,18 @@ const (
 type Config struct {
 	// S3 is the S3 client, usually s3.NewFromConfig(cfg). Required.
 	S3 S3API
-	// Bucket is where Put writes payloads. Required. Get and Delete follow the bucket of the
-	// pointer they are given, which may be another one (a Java producer's).
+	// Bucket is where Put writes payloads. Required. Read, Get, MarkDone and Delete accept
+	// pointers to this bucket and to AllowedBuckets only.
 	Bucket string
+	// AllowedBuckets are further buckets whose objects pointers may name (a Java or Python
+	// producer that writes to a bucket of its own). Defaults to none: Bucket only. A pointer to
+	// any other bucket is refused with ErrBucketNotAllowed, before any S3 call.
+	AllowedBuckets []string
+	// Format is the form of the pointer messages sent with this Store's objects (the producer's
+	// and the worker's re-sent copies): see [Format]. Defaults to FormatCurrent
+	// (ExtendedPayloadSize). Set FormatLegacyAttribute or FormatLegacy when the consumers are
+	// extended clients that request only SQSLargePayloadSize (see docs/envelope.md).
+	Format Format
 	// KeyPrefix starts every key that Key derives from a job id. Defaults to DefaultKeyPrefix;
 	// NoKeyPrefix means none. It must not start with '/'.
 	KeyPrefix string
@@ -89,6 +164,8 @@ const NoKeyPrefix = "-"
 type Store struct {
 	s3      S3API
 	bucket  string
+	allowed []string // Bucket and Config.AllowedBuckets
+	format  Format
 	prefix  string
 	sse     s3types.ServerSideEncryption
 	kmsKey  string
@@ -110,13 +187,22 @@ func New(cfg Config) (*Store, error) {
 	if err := checkBucketName(cfg.Bucket); err != nil {
 		return nil, err
 	}
+	for _, b := range cfg.AllowedBuckets {
+		if err := checkBucketName(b); err != nil {
+			return nil, fmt.Errorf("%w (in Config.AllowedBuckets)", err)
+		}
+	}
+	if cfg.Format > FormatLegacy {
+		return nil, fmt.Errorf("%w: Config.Format %d: want FormatCurrent, FormatLegacyAttribute or FormatLegacy", ErrConfig, cfg.Format)
+	}
 	switch cfg.ServerSideEncryption {
 	case "", s3types.ServerSideEncryptionAes256, s3types.ServerSideEncryptionAwsKms, s3types.ServerSideEncryptionAwsKmsDsse:
 	default:
 		return nil, fmt.Errorf("%w: Config.ServerSideEncryption %q: want \"\", %q, %q or %q", ErrConfig, cfg.ServerSideEncryption,
 			s3types.ServerSideEncryptionAes256, s3types.ServerSideEncryptionAwsKms, s3types.ServerSideEncryptionAwsKmsDsse)
 	}
-	s := &Store{s3: cfg.S3, bucket: cfg.Bucket, prefix: cfg.KeyPrefix, sse: cfg.ServerSideEncryption, kmsKey: cfg.KMSKeyID, maxSize: cfg.MaxSize}
+	s := &Store{s3: cfg.S3, bucket: cfg.Bucket, format: cfg.Format, prefix: cfg.KeyPrefix, sse: cfg.ServerSideEncryption, kmsKey: cfg.KMSKeyID, maxSize: cfg.MaxSize}
+	s.allowed = append([]string{cfg.Bucket}, cfg.AllowedBuckets...)
 	switch s.prefix {
 	case "":
 		s.prefix = DefaultKeyPrefix
@@ -143,7 +229,7 @@ func checkBucketName(name string) error {
 		bad = !alnum && c != '.' && c != '-' || (i == 0 || i == len(name)-1) && !alnum
 	}
 	if bad {
-		return fmt.Errorf("%w: Config.Bucket %q is not a bucket name (3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit)", ErrConfig, name)
+		return fmt.Errorf("%w: bucket %q is not a bucket name (3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit)", ErrConfig, name)
 	}
 	return nil
 }
@@ -153,6 +239,30 @@ func (s *Store) Bucket() string { return s.bucket }
 
 // MaxSize returns the largest payload the Store writes or reads.
 func (s *Store) MaxSize() int64 { return s.maxSize }
+
+// SizeAttribute returns the name of the size attribute to send with this Store's pointers
+// (Config.Format).
+func (s *Store) SizeAttribute() string { return s.format.SizeAttribute() }
+
+// Allowed reports whether pointers may name objects in bucket: Config.Bucket or one of
+// Config.AllowedBuckets.
+func (s *Store) Allowed(bucket string) bool {
+	for _, b := range s.allowed {
+		if b == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+// check refuses a pointer to a bucket the Store is not allowed to use.
+func (s *Store) check(op string, p Pointer) error {
+	if s.Allowed(p.Bucket) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s: the pointer names bucket %q, and this store reads only %s (payload.Config.Bucket and AllowedBuckets): the object was not read, tagged or deleted",
+		ErrBucketNotAllowed, op, p, p.Bucket, strings.Join(s.allowed, ", "))
+}
 
 // Key returns the key of a job's payload: the key prefix and the job id, or the id's SHA-256
 // when the id is long or has characters other than letters, digits, '.', '_' and '-'. The same
@@ -172,9 +282,10 @@ func (s *Store) Key(jobID string) string {
 }
 
 // Put writes body under key in the Store's bucket (with the configured server-side encryption)
-// and returns its pointer. Writing the same key again replaces the object.
+// and returns its pointer (its class as Config.Format says). Writing the same key again replaces
+// the object, and with it any tag (MarkDone's).
 func (s *Store) Put(ctx context.Context, key string, body []byte) (Pointer, error) {
-	p := Pointer{Bucket: s.bucket, Key: key, Class: PointerClass}
+	p := Pointer{Bucket: s.bucket, Key: key, Class: s.format.Class()}
 	if key == "" || len(key) > maxKeyLength {
 		return p, fmt.Errorf("payload: put: key %q: want 1-%d bytes", key, maxKeyLength)
 	}
@@ -200,34 +311,96 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (Pointer, erro
 	return p, nil
 }
 
-// Get reads the object a pointer names (in the pointer's bucket). A missing object or bucket
-// yields an error wrapping ErrNotFound, a refusal ErrAccessDenied, an object over Config.MaxSize
-// ErrTooLarge.
-func (s *Store) Get(ctx context.Context, p Pointer) ([]byte, error) {
+// Object is what [Store.Read] returns.
+type Object struct {
+	// Body is the object's content.
+	Body []byte
+	// Done reports that the object carries the tag DoneTagKey=DoneTagValue (MarkDone): a worker
+	// already settled the job it holds for good, so this is a duplicate delivery.
+	Done bool
+}
+
+// Read reads the object a pointer names (in the pointer's bucket, which must be allowed), and
+// whether it is marked done. The mark costs no extra request for an untagged object: S3 reports
+// an object's tag count with GetObject (x-amz-tagging-count, to a caller allowed
+// s3:GetObjectTagging), and only a tagged object's tags are read (GetObjectTagging). A pointer
+// to a bucket that is not allowed yields an error wrapping ErrBucketNotAllowed, a missing object
+// or bucket ErrNotFound, a refusal ErrAccessDenied, an object over Config.MaxSize ErrTooLarge.
+func (s *Store) Read(ctx context.Context, p Pointer) (Object, error) {
+	if err := s.check("get", p); err != nil {
+		return Object{}, err
+	}
 	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
 	if err != nil {
-		return nil, wrap("get", p, err)
+		return Object{}, wrap("get", p, err)
 	}
 	defer out.Body.Close()
 	if n := aws.ToInt64(out.ContentLength); n > s.maxSize {
-		return nil, fmt.Errorf("%w: get %s: %d bytes, the limit is %d (payload.Config.MaxSize)", ErrTooLarge, p, n, s.maxSize)
+		return Object{}, fmt.Errorf("%w: get %s: %d bytes, the limit is %d (payload.Config.MaxSize)", ErrTooLarge, p, n, s.maxSize)
 	}
 	var buf bytes.Buffer
 	if n := aws.ToInt64(out.ContentLength); n > 0 {
 		buf.Grow(int(n))
 	}
 	if _, err := io.Copy(&buf, io.LimitReader(out.Body, s.maxSize+1)); err != nil {
-		return nil, fmt.Errorf("payload: get %s: read the object: %w", p, err)
+		return Object{}, fmt.Errorf("payload: get %s: read the object: %w", p, err)
 	}
 	if int64(buf.Len()) > s.maxSize {
-		return nil, fmt.Errorf("%w: get %s: more than %d bytes (payload.Config.MaxSize)", ErrTooLarge, p, s.maxSize)
+		return Object{}, fmt.Errorf("%w: get %s: more than %d bytes (payload.Config.MaxSize)", ErrTooLarge, p, s.maxSize)
 	}
-	return buf.Bytes(), nil
+	obj := Object{Body: buf.Bytes()}
+	if aws.ToInt32(out.TagCount) > 0 {
+		obj.Done = s.done(ctx, p)
+	}
+	return obj, nil
 }
 
-// Delete deletes the object a pointer names. S3 answers success for an object that does not
-// exist, so deleting twice is not an error.
+// done reports whether a tagged object carries the done tag. An error reading the tags counts as
+// not done: the job then runs as any duplicate delivery would (the idempotency store, when there
+// is one, acknowledges it).
+func (s *Store) done(ctx context.Context, p Pointer) bool {
+	out, err := s.s3.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
+	if err != nil {
+		return false
+	}
+	for _, t := range out.TagSet {
+		if aws.ToString(t.Key) == DoneTagKey && aws.ToString(t.Value) == DoneTagValue {
+			return true
+		}
+	}
+	return false
+}
+
+// Get reads the object a pointer names: Read without the done mark.
+func (s *Store) Get(ctx context.Context, p Pointer) ([]byte, error) {
+	obj, err := s.Read(ctx, p)
+	return obj.Body, err
+}
+
+// MarkDone tags the object a pointer names DoneTagKey=DoneTagValue (PutObjectTagging, which
+// replaces the object's tag set), instead of deleting it: a bucket's lifecycle rule filtered on
+// the tag expires it, and until then a duplicate delivery of its message finds it (Read reports
+// it done) instead of a missing object. A missing object yields an error wrapping ErrNotFound.
+func (s *Store) MarkDone(ctx context.Context, p Pointer) error {
+	if err := s.check("tag", p); err != nil {
+		return err
+	}
+	_, err := s.s3.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{
+		Bucket: aws.String(p.Bucket), Key: aws.String(p.Key),
+		Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String(DoneTagKey), Value: aws.String(DoneTagValue)}}},
+	})
+	if err != nil {
+		return wrap("tag", p, err)
+	}
+	return nil
+}
+
+// Delete deletes the object a pointer names (in an allowed bucket). S3 answers success for an
+// object that does not exist, so deleting twice is not an error.
 func (s *Store) Delete(ctx context.Context, p Pointer) error {
+	if err := s.check("delete", p); err != nil {
+		return err
+	}
 	if _, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}); err != nil {
 		return wrap("delete", p, err)
 	}
@@ -265,11 +438,15 @@ func s3Action(op string) string {
 		return "PutObject"
 	case "delete":
 		return "DeleteObject"
+	case "tag":
+		return "PutObjectTagging"
 	}
 	return "GetObject"
 }
 
 // IsPermanent reports whether an error of Get means that retrying cannot help: the object or its
-// bucket does not exist, or it is too large. Other errors (throttling, a timeout, a refusal that
+// bucket does not exist, it is too large, or its bucket is not allowed. Other errors (throttling, a timeout, a refusal that
 // a corrected permission may lift) are worth retrying.
-func IsPermanent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) }
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBucketNotAllowed)
+}

@@ -105,16 +105,19 @@ type batcher struct {
 	groups  [MaxBatchEntries]string
 	dedups  [MaxBatchEntries]string
 	lastErr [MaxBatchEntries]*EntryError
+	jobs    [MaxBatchEntries]*job // the entries' jobs, for dropRejected
 	retry   [MaxBatchEntries]types.SendMessageBatchRequestEntry
 	input   sqs.SendMessageBatchInput
 
-	okCalls int   // SendMessageBatch calls that succeeded
-	callErr error // the first failed call's error
+	okCalls int             // SendMessageBatch calls that succeeded
+	callErr error           // the first failed call's error
+	ctx     context.Context // the flush's context (for dropRejected)
 }
 
 func (b *batcher) add(i int, j *job) {
 	k := b.n
 	b.job[k] = i
+	b.jobs[k] = j
 	b.bodies[k] = j.body
 	e := types.SendMessageBatchRequestEntry{
 		Id:                &entryIDs[k],
@@ -146,6 +149,7 @@ func (b *batcher) flush(ctx context.Context) {
 		return
 	}
 	defer b.reset()
+	b.ctx = ctx
 	p := b.p
 	b.input.QueueUrl = &p.queueURL
 	var pending uint16 = 1<<b.n - 1 // entries not yet settled, by position
@@ -188,13 +192,13 @@ func (b *batcher) flush(ctx context.Context) {
 				retry |= 1 << k
 				continue
 			}
-			b.fail(k, e)
+			b.fail(k, e, true)
 			pending &^= 1 << k
 		}
 		// Entries the response did not mention: not known to be sent, and not safe to resend.
 		for k := 0; k < b.n; k++ {
 			if sent&(1<<k) != 0 {
-				b.fail(k, fmt.Errorf("SQS's SendMessageBatch response did not report this message; it may or may not have been enqueued"))
+				b.fail(k, fmt.Errorf("SQS's SendMessageBatch response did not report this message; it may or may not have been enqueued"), false)
 				pending &^= 1 << k
 			}
 		}
@@ -204,7 +208,7 @@ func (b *batcher) flush(ctx context.Context) {
 		if err := p.sleep(ctx, p.backoff(attempt)); err != nil {
 			for k := 0; k < b.n; k++ {
 				if retry&(1<<k) != 0 {
-					b.fail(k, fmt.Errorf("%w; retry abandoned: %w", b.lastErr[k], err))
+					b.fail(k, fmt.Errorf("%w; retry abandoned: %w", b.lastErr[k], err), true)
 				}
 			}
 			return
@@ -223,22 +227,26 @@ func (b *batcher) failCall(pending uint16, err error) {
 	if b.callErr == nil {
 		b.callErr = err
 	}
+	definite := rejected(err)
 	for k := 0; k < b.n; k++ {
 		if pending&(1<<k) == 0 {
 			continue
 		}
 		if last := b.lastErr[k]; last != nil {
-			b.fail(k, fmt.Errorf("%w; retry failed: SQS SendMessageBatch: %w", last, err))
+			b.fail(k, fmt.Errorf("%w; retry failed: SQS SendMessageBatch: %w", last, err), definite)
 		} else {
-			b.fail(k, fmt.Errorf("not sent: SQS SendMessageBatch: %w", err))
+			b.fail(k, fmt.Errorf("not sent: SQS SendMessageBatch: %w", err), definite)
 		}
 	}
 }
 
-func (b *batcher) fail(k int, err error) {
+// fail records an entry's error. definite says that SQS certainly did not take the message (an
+// entry it reported failed, a refused request): the job's S3 object is then dropped when no
+// other message can point to it.
+func (b *batcher) fail(k int, err error, definite bool) {
 	i := b.job[k]
 	r := &b.results[i]
-	r.Err = fmt.Errorf("producer: job %d (%s, id %s): %w", i, r.Kind, r.ID, err)
+	r.Err = fmt.Errorf("producer: job %d (%s, id %s): %w%s", i, r.Kind, r.ID, err, b.p.dropRejected(b.ctx, b.jobs[k], definite))
 }
 
 func (b *batcher) reset() {
@@ -246,7 +254,7 @@ func (b *batcher) reset() {
 		b.entries[k] = types.SendMessageBatchRequestEntry{}
 		b.retry[k] = types.SendMessageBatchRequestEntry{}
 		b.bodies[k], b.groups[k], b.dedups[k] = "", "", ""
-		b.lastErr[k] = nil
+		b.lastErr[k], b.jobs[k] = nil, nil
 	}
 	b.n, b.size = 0, 0
 }

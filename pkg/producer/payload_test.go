@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +15,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
@@ -50,13 +54,36 @@ func (f *fakeS3) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Opti
 	return nil, errors.New("not used")
 }
 
-func (f *fakeS3) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+func (f *fakeS3) DeleteObject(_ context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.objs, aws.ToString(in.Key))
+	return &s3.DeleteObjectOutput{}, nil
+}
+
+func (f *fakeS3) PutObjectTagging(context.Context, *s3.PutObjectTaggingInput, ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error) {
 	return nil, errors.New("not used")
+}
+
+func (f *fakeS3) GetObjectTagging(context.Context, *s3.GetObjectTaggingInput, ...func(*s3.Options)) (*s3.GetObjectTaggingOutput, error) {
+	return nil, errors.New("not used")
+}
+
+func (f *fakeS3) has(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.objs[key]
+	return ok
 }
 
 func newPayloadProducer(t *testing.T, api SQSAPI, s3api *fakeS3, mod ...func(*Config)) *Producer {
 	t.Helper()
-	st, err := payload.New(payload.Config{S3: s3api, Bucket: "jobs-payloads"})
+	return newPayloadProducerFormat(t, api, s3api, payload.FormatCurrent, mod...)
+}
+
+func newPayloadProducerFormat(t *testing.T, api SQSAPI, s3api *fakeS3, f payload.Format, mod ...func(*Config)) *Producer {
+	t.Helper()
+	st, err := payload.New(payload.Config{S3: s3api, Bucket: "jobs-payloads", Format: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,4 +306,101 @@ func TestPayloadScheduledLargeJobRefused(t *testing.T) {
 	p := newPayloadProducer(t, &fakeSQS{}, &fakeS3{}, func(c *Config) { c.Scheduler = sched })
 	_, err := p.Enqueue(context.Background(), bigBlob(2<<20), WithDelay(time.Hour))
 	mustContain(t, err, "cannot be delayed", "EventBridge Scheduler")
+}
+
+// TestPayloadLegacyFormat: with payload.Config.Format set, the pointer carries the legacy size
+// attribute (SQSLargePayloadSize, the one an extended client with the legacy setting requests)
+// and, for FormatLegacy, the legacy class; the size is counted under that name.
+func TestPayloadLegacyFormat(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		f     payload.Format
+		class string
+	}{
+		{payload.FormatLegacyAttribute, payload.PointerClass},
+		{payload.FormatLegacy, payload.LegacyPointerClass},
+	} {
+		sqsAPI, s3api := &fakeSQS{}, &fakeS3{}
+		p := newPayloadProducerFormat(t, sqsAPI, s3api, c.f)
+		res, err := p.Enqueue(context.Background(), bigBlob(2<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := sqsAPI.sendCalls()[0]
+		size, ok := m.Attrs[payload.LegacySizeAttribute]
+		if _, current := m.Attrs[payload.SizeAttribute]; !ok || current || len(m.Attrs) != 1 {
+			t.Errorf("%v: attributes %v, want only %s", c.f, m.Attrs, payload.LegacySizeAttribute)
+		}
+		if aws.ToString(size.DataType) != "Number" || aws.ToString(size.StringValue) != payload.SizeValue(len(s3api.objs[res.Payload.Key])) {
+			t.Errorf("%v: size attribute %+v", c.f, size)
+		}
+		if want := `["` + c.class + `",{"s3BucketName":"jobs-payloads","s3Key":"` + res.Payload.Key + `"}]`; m.Body != want {
+			t.Errorf("%v: body %s, want %s", c.f, m.Body, want)
+		}
+	}
+}
+
+// refusal is an SQS answer with an HTTP status, as the SDK returns it.
+func refusal(status int, code string) error {
+	return &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err: &smithy.GenericAPIError{Code: code}},
+	}
+}
+
+// TestPayloadRejectedSendDropsObject: when SQS refuses a large job's message for certain and the
+// job's id was made by this call, nothing can point to its object, so it is deleted; with a
+// caller's id (an earlier send of the same job may be queued) or an answer that leaves it open
+// whether SQS took the message, it stays.
+func TestPayloadRejectedSendDropsObject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		err      error
+		opts     []Option
+		wantKept bool
+	}{
+		{"refused", refusal(400, "AWS.SimpleQueueService.NonExistentQueue"), nil, false},
+		{"refused, caller's id", refusal(403, "AccessDenied"), []Option{WithID("order-42")}, true},
+		{"unknown (5xx)", refusal(500, "InternalError"), nil, true},
+		{"unknown (timeout)", context.DeadlineExceeded, nil, true},
+	} {
+		s3api := &fakeS3{}
+		sqsAPI := &fakeSQS{onSend: func(*sqs.SendMessageInput) (*sqs.SendMessageOutput, error) { return nil, c.err }}
+		p := newPayloadProducer(t, sqsAPI, s3api)
+		res, err := p.Enqueue(ctx, bigBlob(2<<20), c.opts...)
+		if err == nil || res.Payload == nil {
+			t.Fatalf("%s: Enqueue = %+v, %v; want the send error", c.name, res, err)
+		}
+		if s3api.has(res.Payload.Key) != c.wantKept {
+			t.Errorf("%s: object kept %v, want %v", c.name, s3api.has(res.Payload.Key), c.wantKept)
+		}
+	}
+	// EnqueueBatch: an entry SQS reports failed (not retryable) loses its object; the job sent
+	// beside it keeps its own; a refused call drops all of its jobs' objects.
+	s3api := &fakeS3{}
+	sqsAPI := &fakeSQS{onBatch: func(call int, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		out := succeedAll(call, in)
+		out.Successful = out.Successful[1:]
+		out.Failed = []types.BatchResultErrorEntry{{Id: in.Entries[0].Id, Code: aws.String("InvalidMessageContents"), SenderFault: true}}
+		return out, nil
+	}}
+	p := newPayloadProducer(t, sqsAPI, s3api)
+	results, _ := p.EnqueueBatch(ctx, []Request{{Args: bigBlob(2 << 20)}, {Args: bigBlob(2 << 20)}})
+	if results[0].Err == nil || results[1].Err != nil {
+		t.Fatalf("results %v, %v; want the first refused", results[0].Err, results[1].Err)
+	}
+	if s3api.has(results[0].Payload.Key) || !s3api.has(results[1].Payload.Key) {
+		t.Errorf("objects: refused kept %v, sent kept %v; want only the sent job's", s3api.has(results[0].Payload.Key), s3api.has(results[1].Payload.Key))
+	}
+	s3api = &fakeS3{}
+	p = newPayloadProducer(t, &fakeSQS{onBatch: func(int, *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		return nil, refusal(403, "AccessDenied")
+	}}, s3api)
+	results, _ = p.EnqueueBatch(ctx, []Request{{Args: bigBlob(2 << 20)}, {Args: bigBlob(2 << 20)}, {Args: bigBlob(2 << 20), Options: []Option{WithID("mine")}}})
+	if s3api.has(results[0].Payload.Key) || s3api.has(results[1].Payload.Key) || !s3api.has(results[2].Payload.Key) {
+		t.Errorf("after a refused call, objects kept %v %v %v; want only the one with the caller's id (the last)",
+			s3api.has(results[0].Payload.Key), s3api.has(results[1].Payload.Key), s3api.has(results[2].Payload.Key))
+	}
 }

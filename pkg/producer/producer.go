@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -78,8 +79,12 @@ type Config struct {
 	// the Amazon SQS Extended Client's format, with the ExtendedPayloadSize attribute (see
 	// pkg/payload and docs/envelope.md). Jobs may then be as large as the store's MaxSize. The
 	// write happens when the job is sent (Enqueue, EnqueueBatch, Send), never in Prepare, so that a
-	// transactional outbox does not call S3 inside its transaction. Defaults to nil: a job whose
-	// message would exceed MaxMessageSize is rejected with ErrTooLarge.
+	// transactional outbox does not call S3 inside its transaction. When SQS refuses the message
+	// for certain (a 4xx answer, or a batch entry it reports failed) and the job's id was made by
+	// this call (no WithID), no other message can point to the object, and it is deleted; otherwise
+	// (WithID, Send, an answer that leaves it unknown whether SQS took the message) it stays for
+	// the bucket's lifecycle rule. Defaults to nil: a job whose message would exceed
+	// MaxMessageSize is rejected with ErrTooLarge.
 	Payload PayloadWriter
 	// PayloadAlways sends every job through S3 (Payload must be set), whatever its size, except
 	// jobs delayed through the scheduler, whose target cannot carry the size attribute. Defaults
@@ -91,6 +96,12 @@ type Config struct {
 type PayloadWriter interface {
 	// Put writes body under key and returns the object's pointer.
 	Put(ctx context.Context, key string, body []byte) (payload.Pointer, error)
+	// Delete deletes an object Put wrote, when SQS refused its message for certain and no other
+	// message can point to it (see Config.Payload).
+	Delete(ctx context.Context, p payload.Pointer) error
+	// SizeAttribute is the name of the size attribute sent with the pointer
+	// (payload.Config.Format).
+	SizeAttribute() string
 	// Key returns the key of a job's payload, derived from its id.
 	Key(jobID string) string
 	// MaxSize is the largest payload Put writes, in bytes.
@@ -326,7 +337,7 @@ func (p *Producer) enqueue(ctx context.Context, args jobs.Args, opts []Option) (
 	}
 	out, err := p.sqs.SendMessage(ctx, in, keepConnection)
 	if err != nil {
-		res.Err = fmt.Errorf("producer: enqueue %s (id %s): SQS SendMessage: %w", j.label(), j.id, err)
+		res.Err = fmt.Errorf("producer: enqueue %s (id %s): SQS SendMessage: %w%s", j.label(), j.id, err, p.dropRejected(ctx, &j, rejected(err)))
 		return res, res.Err
 	}
 	res.MessageID = aws.ToString(out.MessageId)
@@ -439,6 +450,9 @@ type job struct {
 	// object); "" while body is the envelope.
 	env string
 	ptr *payload.Pointer
+	// ownID: the id was made for this job by this call (no WithID), so no other message can point
+	// to its object.
+	ownID bool
 }
 
 // envelope returns the job's envelope JSON.
@@ -589,7 +603,7 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tc *traceC
 		}
 		j.id = o.id
 	} else {
-		j.id = p.ids.NewID()
+		j.id, j.ownID = p.ids.NewID(), true
 	}
 	j.key = j.id
 	if o.keySet {
@@ -711,10 +725,42 @@ func (p *Producer) offload(ctx context.Context, j *job) error {
 	for name, v := range j.attrs {
 		attrs[name] = v
 	}
-	size := payload.SizeValue(len(env))
-	attrs[payload.SizeAttribute] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(size)}
+	size, name := payload.SizeValue(len(env)), p.payload.SizeAttribute()
+	attrs[name] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(size)}
 	ownAttrs := j.size - len(env)
 	j.env, j.body, j.attrs, j.ptr = env, ptr.Body(), attrs, &ptr
-	j.size = len(j.body) + ownAttrs + len(payload.SizeAttribute) + len("Number") + len(size)
+	j.size = len(j.body) + ownAttrs + len(name) + len("Number") + len(size)
 	return nil
 }
+
+// rejected reports whether an SQS error says for certain that SQS did not take the message: an
+// answer with a 4xx status (a missing queue, a refused permission, throttling, invalid
+// contents). A timeout, a broken connection, a cancelled context or a 5xx answer leave it
+// unknown.
+func rejected(err error) bool {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		s := re.HTTPStatusCode()
+		return s >= 400 && s < 500
+	}
+	return false
+}
+
+// dropRejected deletes the S3 object of a job whose message SQS refused for certain, when no
+// other message can point to it (its id was made by this call), and returns a note for the
+// job's error when that delete failed. Objects of jobs with a caller's id stay: an earlier send
+// of the same job may be in the queue.
+func (p *Producer) dropRejected(ctx context.Context, j *job, definite bool) string {
+	if j.ptr == nil || !j.ownID || !definite {
+		return ""
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+	defer cancel()
+	if err := p.payload.Delete(dctx, *j.ptr); err != nil {
+		return fmt.Sprintf(" (its S3 object %s could not be deleted, and stays until the bucket's lifecycle rule expires it: %v)", j.ptr, err)
+	}
+	return ""
+}
+
+// dropTimeout bounds the delete of a refused job's object.
+const dropTimeout = 10 * time.Second

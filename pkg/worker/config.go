@@ -25,15 +25,61 @@ type SQSAPI interface {
 // PayloadStore reads the payloads of jobs that travel through S3, and writes those of re-sent
 // copies (see [Config.Payload]). *payload.Store implements it.
 type PayloadStore interface {
-	// Get returns the content of the object p names (in p's bucket). An error for which
-	// payload.IsPermanent is true (no such object or bucket) dead-letters the message at once.
-	Get(ctx context.Context, p payload.Pointer) ([]byte, error)
+	// Read returns the object p names (in p's bucket) and whether it is marked done. An error for
+	// which payload.IsPermanent is true (no such object or bucket, a bucket the store does not
+	// allow) dead-letters the message at once.
+	Read(ctx context.Context, p payload.Pointer) (payload.Object, error)
 	// Put writes body under key in the store's bucket (a re-sent copy of a job kept in S3).
 	Put(ctx context.Context, key string, body []byte) (payload.Pointer, error)
-	// Delete deletes the object p names.
+	// Delete deletes the object p names (PayloadDelete).
 	Delete(ctx context.Context, p payload.Pointer) error
+	// MarkDone tags the object p names as settled (PayloadMarkDone).
+	MarkDone(ctx context.Context, p payload.Pointer) error
 	// Key returns the key of a job's payload, derived from its id.
 	Key(jobID string) string
+	// SizeAttribute is the size attribute's name to send with the store's pointers.
+	SizeAttribute() string
+}
+
+// PayloadCleanup is what the worker does with the S3 object of a job settled for good (see
+// [Config.PayloadCleanup]).
+type PayloadCleanup uint8
+
+const (
+	// PayloadDelete deletes the object (DeleteObject). A duplicate delivery of the message that
+	// arrives afterwards finds no object and is dead-lettered as payload_missing. The default.
+	PayloadDelete PayloadCleanup = iota
+	// PayloadMarkDone tags the object payload.DoneTagKey=payload.DoneTagValue
+	// (PutObjectTagging) and leaves it to the bucket's lifecycle rule, which must expire tagged
+	// objects (the CDK stack's rule does, a day after their creation). A duplicate delivery that
+	// arrives meanwhile finds the object: it is acknowledged without running when S3 reports the
+	// mark with the object, and otherwise runs as any duplicate does (acknowledged by the
+	// idempotency store). The CDK stack's worker uses this.
+	PayloadMarkDone
+	// PayloadKeep leaves the object as it is, for a lifecycle rule or another consumer.
+	PayloadKeep
+)
+
+func (c PayloadCleanup) String() string {
+	switch c {
+	case PayloadDelete:
+		return "delete"
+	case PayloadMarkDone:
+		return "mark"
+	case PayloadKeep:
+		return "keep"
+	}
+	return fmt.Sprintf("PayloadCleanup(%d)", uint8(c))
+}
+
+// ParsePayloadCleanup reads a PayloadCleanup's name: "delete", "mark" or "keep".
+func ParsePayloadCleanup(s string) (PayloadCleanup, error) {
+	for c := PayloadDelete; c <= PayloadKeep; c++ {
+		if s == c.String() {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: payload cleanup %q: want delete, mark or keep", ErrConfig, s)
 }
 
 var _ PayloadStore = (*payload.Store)(nil)
@@ -78,18 +124,21 @@ type Config struct {
 	// Payload, when set, reads the jobs whose message body is an S3 pointer in the format of the
 	// Amazon SQS Extended Client Library (see pkg/payload and docs/envelope.md): the object is
 	// fetched before the envelope is decoded (the batch's pointers in parallel, within the
-	// deadline), and the rest of the worker sees the envelope as if it had come inline. The
-	// object is deleted once the job has succeeded (see KeepPayload); a dead-lettered job's DLQ
+	// deadline), and the rest of the worker sees the envelope as if it had come inline. Once the
+	// job has succeeded the object is cleaned up as PayloadCleanup says; a dead-lettered job's DLQ
 	// copy keeps the pointer, and its object is kept, so that a redrive still finds it. An object
-	// that does not exist dead-letters the message with the reason "payload_missing" at once; other
-	// S3 errors are retried with the default backoff and dead-letter it as "payload_missing" after
+	// that does not exist dead-letters the message with the reason "payload_missing" at once, a
+	// pointer to a bucket the store does not allow with "payload_refused" (never read); other S3
+	// errors are retried with the default backoff and dead-letter it as "payload_missing" after
 	// jobs.DefaultMaxAttempts receives. Defaults to nil: a pointer body is not an envelope (it goes
 	// to MalformedHook, or to the DLQ as "malformed").
 	Payload PayloadStore
-	// KeepPayload leaves a succeeded job's object in S3 (for a bucket whose lifecycle rule expires
-	// objects, or when several consumers read the same object). Defaults to false: the worker
-	// deletes it.
-	KeepPayload bool
+	// PayloadCleanup is what happens to a settled job's object (succeeded, acknowledged as a
+	// duplicate, accepted by the malformed hook, or superseded by a re-sent copy). Defaults to
+	// PayloadDelete; PayloadMarkDone for a bucket whose lifecycle rule expires tagged objects (so
+	// that duplicate deliveries are not dead-lettered), PayloadKeep for one that expires every
+	// object or is read by several consumers.
+	PayloadCleanup PayloadCleanup
 
 	// OnBatch, when set, is called after each batch is settled with every message's outcome (in
 	// the batch's order). Metrics and tests use it. Defaults to nil.
@@ -129,6 +178,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SQS == nil {
 		return fmt.Errorf("%w: SQS client is required", ErrConfig)
+	}
+	if c.PayloadCleanup > PayloadKeep {
+		return fmt.Errorf("%w: PayloadCleanup %d: want PayloadDelete, PayloadMarkDone or PayloadKeep", ErrConfig, c.PayloadCleanup)
 	}
 	checks := []struct {
 		name  string

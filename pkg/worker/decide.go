@@ -73,10 +73,13 @@ type PayloadOutcome struct {
 	// Err is why the object could not be read (the message was then retried or dead-lettered
 	// as payload_missing), or nil.
 	Err error
-	// Deleted reports that the object was deleted after the job was settled; DeleteErr why
-	// deleting it failed.
-	Deleted   bool
-	DeleteErr error
+	// Done reports that the object was found marked done (payload.DoneTagKey): the message was
+	// acknowledged as a duplicate without running.
+	Done bool
+	// Deleted and Marked report what became of the object after the job was settled
+	// (Config.PayloadCleanup: deleted, or tagged done); CleanupErr is why that failed.
+	Deleted, Marked bool
+	CleanupErr      error
 }
 
 // result is the decision for one message.

@@ -22,12 +22,19 @@ type payloadState struct {
 	bytes int           // its size
 	fetch time.Duration // how long GetObject took
 	err   error         // why it could not be read
+	// done: the object carries the done mark: a duplicate of a delivery already settled.
+	done bool
 	// resent is the object of the re-sent copy (actResend), set while building its entry.
 	resent *payload.Pointer
-	// deleteErr is why deleting the object after the job succeeded failed.
-	deleteErr error
-	deleted   bool
+	// cleanErr is why deleting or marking the object after the job was settled failed.
+	cleanErr error
+	deleted  bool
+	marked   bool
 }
+
+// errPayloadDone is the "error" of a message acknowledged because its object is marked done.
+var errPayloadDone = errors.New("duplicate delivery: the job's S3 object is marked done (" +
+	payload.DoneTagKey + "=" + payload.DoneTagValue + "): a delivery of this message was already settled")
 
 // body returns the text the envelope is decoded from: the payload from S3 for a pointer, else
 // the message's body.
@@ -70,21 +77,34 @@ func (b *batch) explainPointer(body string, err error) error {
 // that cannot be read gives the item its result. It reports whether the item is running.
 func (b *batch) resolve(ctx context.Context, it *item) bool {
 	start := b.h.cfg.Now()
-	data, err := b.h.cfg.Payload.Get(ctx, it.pl.ptr)
+	obj, err := b.h.cfg.Payload.Read(ctx, it.pl.ptr)
 	took := b.h.cfg.Now().Sub(start)
 	if !it.state.CompareAndSwap(statePending, statePreparing) {
 		return false // skipped at the deadline: the batch owns the item now
 	}
 	pl := it.pl
-	pl.fetch, pl.bytes, pl.err = took, len(data), err
+	pl.fetch, pl.bytes, pl.err = took, len(obj.Body), err
 	switch {
 	case err == nil:
-		pl.body = string(data)
+		pl.body = string(obj.Body)
 		b.prepareEnvelope(ctx, it, pl.body)
+		if obj.Done {
+			// Already settled for good (the job succeeded, or a re-sent copy carries it on): a
+			// duplicate delivery, acknowledged without running, as the idempotency store would.
+			pl.done = true
+			it.setPrepared(result{outcome: OutcomeSkipped, act: actAck, err: errPayloadDone})
+		}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		// The work deadline came first: no fault of the object; it comes back at once.
 		it.setPrepared(result{outcome: OutcomeNotRun, act: actRetry, err: err})
+	case errors.Is(err, payload.ErrBucketNotAllowed):
+		it.setPrepared(deadLetter(jobs.ReasonPayloadRefused, err))
 	case payload.IsPermanent(err):
+		if errors.Is(err, payload.ErrNotFound) && b.h.cfg.PayloadCleanup == PayloadDelete {
+			err = fmt.Errorf("%w (the worker deletes objects after success, worker.Config.PayloadCleanup: a duplicate delivery of a job that already succeeded "+
+				"finds its object gone; PayloadMarkDone with a lifecycle rule on the done tag avoids that)", err)
+			pl.err = err
+		}
 		it.setPrepared(deadLetter(jobs.ReasonPayloadMissing, err))
 	case it.info.ReceiveCount >= jobs.DefaultMaxAttempts:
 		it.setPrepared(deadLetter(jobs.ReasonPayloadMissing,
@@ -99,39 +119,46 @@ func (b *batch) resolve(ctx context.Context, it *item) bool {
 	return true
 }
 
-// deletePayloads deletes the objects of the pointer messages that are settled for good: the
-// jobs acknowledged (succeeded, skipped as duplicates, handled by the malformed hook) unless
-// Config.KeepPayload, and the originals of copies re-sent with an object of their own. Dead
-// letters and retries keep theirs. A failed delete is logged; the object stays until the
-// bucket's lifecycle rule expires it.
-func (b *batch) deletePayloads(ctx context.Context) {
-	if b.h.cfg.KeepPayload {
+// cleanupPayloads deletes or marks done (Config.PayloadCleanup) the objects of the pointer
+// messages that are settled for good: the jobs acknowledged (succeeded, skipped as duplicates,
+// handled by the malformed hook) and the originals of copies re-sent with an object of their own.
+// Dead letters and retries keep theirs, and an object already marked done is left as it is. A
+// failed cleanup is logged; the object stays until the bucket's lifecycle rule expires it.
+func (b *batch) cleanupPayloads(ctx context.Context) {
+	mode := b.h.cfg.PayloadCleanup
+	if mode == PayloadKeep {
 		return
 	}
-	var del []*item
+	var todo []*item
 	for i := range b.items {
 		it := &b.items[i]
-		if it.pl == nil || it.pl.err != nil {
+		if it.pl == nil || it.pl.err != nil || it.pl.done {
 			continue
 		}
 		r := it.final()
 		switch {
 		case r.sendErr != nil:
 		case r.act == actAck:
-			del = append(del, it)
+			todo = append(todo, it)
 		case r.act == actResend && it.pl.resent != nil && *it.pl.resent != it.pl.ptr:
-			del = append(del, it)
+			todo = append(todo, it)
 		}
 	}
-	parallel(len(del), func(j int) {
-		pl := del[j].pl
-		if err := b.h.cfg.Payload.Delete(ctx, pl.ptr); err != nil {
-			pl.deleteErr = err
-			b.h.cfg.Logger.WarnContext(ctx, "sqsworker: could not delete a settled job's payload from S3 (the bucket's lifecycle rule expires it)",
-				"message_id", del[j].rec.MessageID, "job_id", del[j].info.ID, "object", pl.ptr.String(), "error", err)
+	parallel(len(todo), func(j int) {
+		pl := todo[j].pl
+		var err error
+		if mode == PayloadMarkDone {
+			err = b.h.cfg.Payload.MarkDone(ctx, pl.ptr)
+		} else {
+			err = b.h.cfg.Payload.Delete(ctx, pl.ptr)
+		}
+		if err != nil {
+			pl.cleanErr = err
+			b.h.cfg.Logger.WarnContext(ctx, "sqsworker: could not clean up a settled job's payload in S3 (the bucket's lifecycle rule expires it)",
+				"message_id", todo[j].rec.MessageID, "job_id", todo[j].info.ID, "object", pl.ptr.String(), "cleanup", mode.String(), "error", err)
 			return
 		}
-		pl.deleted = true
+		pl.deleted, pl.marked = mode == PayloadDelete, mode == PayloadMarkDone
 	})
 }
 
@@ -147,7 +174,8 @@ func (b *batch) offloadResend(ctx context.Context, it *item, env []byte, attrs m
 		return "", fmt.Errorf("keep the re-sent copy in S3: %w", err)
 	}
 	it.pl.resent = &p
+	delete(attrs, payload.SizeAttribute)
 	delete(attrs, payload.LegacySizeAttribute)
-	attrs[payload.SizeAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(payload.SizeValue(len(env)))}
+	attrs[b.h.cfg.Payload.SizeAttribute()] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(payload.SizeValue(len(env)))}
 	return p.Body(), nil
 }

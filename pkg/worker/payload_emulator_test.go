@@ -343,3 +343,145 @@ func TestEmulatorPayloadFromProducer(t *testing.T) {
 		t.Error("the object is still there after the job succeeded")
 	}
 }
+
+// tagCountS3 is the emulator's S3 with the one thing it lacks for the done mark: S3 reports an
+// object's tag count with GetObject (x-amz-tagging-count), kumo v0.33.1 does not, so this client
+// fills it in from GetObjectTagging, as S3 would have sent it.
+type tagCountS3 struct{ *s3.Client }
+
+func (c tagCountS3) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	out, err := c.Client.GetObject(ctx, in, opts...)
+	if err != nil || out.TagCount != nil {
+		return out, err
+	}
+	tags, err := c.Client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: in.Bucket, Key: in.Key})
+	if err != nil {
+		out.Body.Close()
+		return nil, err
+	}
+	if n := len(tags.TagSet); n > 0 {
+		out.TagCount = aws.Int32(int32(n))
+	}
+	return out, nil
+}
+
+// TestEmulatorPayloadDuplicateAfterSuccess: with PayloadMarkDone, a large job's message delivered
+// again after the job succeeded (an SQS duplicate; an outbox relay or a producer retry sends a
+// second message with the same pointer) is acknowledged, not dead-lettered: its object is still
+// there, tagged done. Where S3 reports the tag with the object, the duplicate does not even run.
+func TestEmulatorPayloadDuplicateAfterSuccess(t *testing.T) {
+	t.Parallel()
+	e := newEmuPayload(t, awslocal.StackOptions{})
+	ctx := context.Background()
+	p, err := producer.New(producer.Config{SQS: e.client, QueueURL: e.stack.QueueURL, Payload: e.store, PayloadAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCount, err := payload.New(payload.Config{S3: tagCountS3{e.s3}, Bucket: e.bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		store   *payload.Store
+		wantRan int // runs of the job over both deliveries
+	}{
+		{"kumo", e.store, 2},             // no tag count from GetObject: the duplicate runs, as an inline one would
+		{"with tag count", withCount, 1}, // as on S3: acknowledged without running
+	} {
+		rec := newRecorder(t)
+		var outcomes []Outcome
+		h := e.handler(t, rec, time.Second, func(cfg *Config) {
+			cfg.Payload, cfg.PayloadCleanup = c.store, PayloadMarkDone
+			cfg.OnBatch = func(_ context.Context, o []Outcome) { outcomes = append(outcomes, o...) }
+		})
+		res, err := p.Enqueue(ctx, testArgs{Do: "ok", N: len(c.name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := e.receive(e.stack.QueueURL, 1, 10*time.Second)
+		if failed := e.deliver(ctx, h, msgs); len(failed) != 0 {
+			t.Fatalf("%s: first delivery failed: %v", c.name, failed)
+		}
+		key := e.store.Key(res.ID)
+		tags, err := e.s3.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(e.bucket), Key: aws.String(key)})
+		if err != nil || len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != payload.DoneTagKey {
+			t.Fatalf("%s: the succeeded job's object: tags %v, %v; want it kept, tagged done", c.name, tags, err)
+		}
+		// The same body and attributes again, as a duplicate delivery carries them (kumo cannot
+		// deliver a deleted message twice, so the duplicate is sent as a message of its own).
+		e.send(aws.ToString(msgs[0].Body), msgs[0].MessageAttributes, "")
+		if failed := e.deliver(ctx, h, e.receive(e.stack.QueueURL, 1, 10*time.Second)); len(failed) != 0 {
+			t.Fatalf("%s: the duplicate was reported failed: %v", c.name, failed)
+		}
+		if dead := e.receive(e.stack.DLQURL, 0, time.Second); len(dead) != 0 {
+			t.Fatalf("%s: the duplicate was dead-lettered: %s", c.name, aws.ToString(dead[0].MessageAttributes[FailureAttribute].StringValue))
+		}
+		if got := len(rec.ranIDs()); got != c.wantRan {
+			t.Errorf("%s: the job ran %d times, want %d", c.name, got, c.wantRan)
+		}
+		last := outcomes[len(outcomes)-1]
+		if c.wantRan == 1 && (last.Outcome != OutcomeSkipped || last.Payload == nil || !last.Payload.Done) {
+			t.Errorf("%s: the duplicate's outcome %+v, want skipped (object marked done)", c.name, last)
+		}
+		if !e.exists(t, key) {
+			t.Errorf("%s: the object is gone; the lifecycle rule is to expire it", c.name)
+		}
+	}
+	// An object that is genuinely missing is still payload_missing.
+	h := e.handler(t, newRecorder(t), time.Second, func(cfg *Config) { cfg.Payload, cfg.PayloadCleanup = withCount, PayloadMarkDone })
+	e.sendJava(t, bigEnvelope(t, "lost", "ok", 10), "sqsworker/lost", payload.PointerClass, payload.SizeAttribute)
+	if err := e.store.Delete(ctx, payload.Pointer{Bucket: e.bucket, Key: "sqsworker/lost"}); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(ctx, h, e.receive(e.stack.QueueURL, 1, 10*time.Second))
+	dead := e.receive(e.stack.DLQURL, 1, 10*time.Second)
+	var f Failure
+	if len(dead) == 1 {
+		_ = json.Unmarshal([]byte(aws.ToString(dead[0].MessageAttributes[FailureAttribute].StringValue)), &f)
+	}
+	if f.Reason != jobs.ReasonPayloadMissing {
+		t.Fatalf("a missing object: DLQ %d messages, reason %q; want payload_missing", len(dead), f.Reason)
+	}
+}
+
+// TestEmulatorPayloadForeignBucketRefused: a pointer to a bucket the store does not allow (any
+// sender could name any bucket the worker's role reaches) is dead-lettered as payload_refused;
+// the object is neither read (the malformed hook does not see it) nor deleted.
+func TestEmulatorPayloadForeignBucketRefused(t *testing.T) {
+	t.Parallel()
+	e := newEmuPayload(t, awslocal.StackOptions{})
+	ctx := context.Background()
+	other, err := awslocal.ProvisionBucket(ctx, e.s3, awslocal.UniqueName("secrets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(other), Key: aws.String("db.txt"), Body: strings.NewReader("password=hunter2")}); err != nil {
+		t.Fatal(err)
+	}
+	var hooked []string
+	h := e.handler(t, newRecorder(t), time.Second, func(c *Config) {
+		c.Payload = e.store
+		c.MalformedHook = func(_ context.Context, m events.SQSMessage) error { hooked = append(hooked, m.Body); return nil }
+	})
+	body := `["` + payload.PointerClass + `",{"s3BucketName":"` + other + `","s3Key":"db.txt"}]`
+	e.send(body, map[string]sqstypes.MessageAttributeValue{payload.SizeAttribute: {DataType: aws.String("Number"), StringValue: aws.String("16")}}, "")
+	if failed := e.deliver(ctx, h, e.receive(e.stack.QueueURL, 1, 10*time.Second)); len(failed) != 0 {
+		t.Fatalf("failed = %v, want the message dead-lettered", failed)
+	}
+	dead := e.receive(e.stack.DLQURL, 1, 10*time.Second)
+	if len(dead) != 1 {
+		t.Fatalf("DLQ has %d messages, want 1", len(dead))
+	}
+	var f Failure
+	_ = json.Unmarshal([]byte(aws.ToString(dead[0].MessageAttributes[FailureAttribute].StringValue)), &f)
+	if f.Reason != jobs.ReasonPayloadRefused || !strings.Contains(f.Error, other) || aws.ToString(dead[0].Body) != body {
+		t.Errorf("dead letter %s, failure %+v; want the pointer, payload_refused naming the bucket", aws.ToString(dead[0].Body), f)
+	}
+	if len(hooked) != 0 {
+		t.Errorf("the malformed hook got %q: the foreign object was read", hooked)
+	}
+	if _, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(other), Key: aws.String("db.txt")}); err != nil {
+		t.Errorf("the foreign object is gone: %v", err)
+	}
+}

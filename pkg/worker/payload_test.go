@@ -16,42 +16,47 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
-// fakeStore is an in-memory PayloadStore. getErr, when set, fails every Get; block, when set,
-// makes Get wait for its context.
+// fakeStore is an in-memory PayloadStore. getErr, when set, fails every Read; block, when set,
+// makes Read wait for its context. done holds the objects marked done.
 type fakeStore struct {
 	mu      sync.Mutex
 	objs    map[string]string // bucket/key → content
+	done    map[string]bool   // bucket/key → marked done
 	getErr  error
 	block   bool
 	deletes []string
+	marks   []string
 	gets    int
+	attr    string // SizeAttribute; "" is payload.SizeAttribute
 }
 
-func newFakeStore() *fakeStore { return &fakeStore{objs: map[string]string{}} }
+func newFakeStore() *fakeStore { return &fakeStore{objs: map[string]string{}, done: map[string]bool{}} }
 
-func (f *fakeStore) Get(ctx context.Context, p payload.Pointer) ([]byte, error) {
+func (f *fakeStore) Read(ctx context.Context, p payload.Pointer) (payload.Object, error) {
 	f.mu.Lock()
 	f.gets++
 	block, getErr := f.block, f.getErr
 	v, ok := f.objs[p.Bucket+"/"+p.Key]
+	done := f.done[p.Bucket+"/"+p.Key]
 	f.mu.Unlock()
 	if block {
 		<-ctx.Done()
-		return nil, fmt.Errorf("payload: get %s: %w", p, ctx.Err())
+		return payload.Object{}, fmt.Errorf("payload: get %s: %w", p, ctx.Err())
 	}
 	if getErr != nil {
-		return nil, getErr
+		return payload.Object{}, getErr
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: get %s", payload.ErrNotFound, p)
+		return payload.Object{}, fmt.Errorf("%w: get %s", payload.ErrNotFound, p)
 	}
-	return []byte(v), nil
+	return payload.Object{Body: []byte(v), Done: done}, nil
 }
 
 func (f *fakeStore) Put(_ context.Context, key string, body []byte) (payload.Pointer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.objs["jobs-payloads/"+key] = string(body)
+	delete(f.done, "jobs-payloads/"+key)
 	return payload.Pointer{Bucket: "jobs-payloads", Key: key, Class: payload.PointerClass}, nil
 }
 
@@ -61,6 +66,30 @@ func (f *fakeStore) Delete(_ context.Context, p payload.Pointer) error {
 	f.deletes = append(f.deletes, p.Key)
 	delete(f.objs, p.Bucket+"/"+p.Key)
 	return nil
+}
+
+func (f *fakeStore) MarkDone(_ context.Context, p payload.Pointer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.objs[p.Bucket+"/"+p.Key]; !ok {
+		return fmt.Errorf("%w: tag %s", payload.ErrNotFound, p)
+	}
+	f.marks = append(f.marks, p.Key)
+	f.done[p.Bucket+"/"+p.Key] = true
+	return nil
+}
+
+func (f *fakeStore) SizeAttribute() string {
+	if f.attr != "" {
+		return f.attr
+	}
+	return payload.SizeAttribute
+}
+
+func (f *fakeStore) isDone(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done["jobs-payloads/"+key]
 }
 
 func (f *fakeStore) Key(jobID string) string { return "sqsworker/" + jobID }
@@ -131,22 +160,78 @@ func TestPayloadFetchStopsAtTheDeadline(t *testing.T) {
 	}
 }
 
-func TestPayloadKeepAndDelete(t *testing.T) {
+func TestPayloadCleanupModes(t *testing.T) {
 	t.Parallel()
-	for _, keep := range []bool{false, true} {
+	for _, mode := range []PayloadCleanup{PayloadDelete, PayloadMarkDone, PayloadKeep} {
 		st := newFakeStore()
-		s := newTestHandler(t, func(c *Config) { c.Payload = st; c.KeepPayload = keep })
+		s := newTestHandler(t, func(c *Config) { c.Payload = st; c.PayloadCleanup = mode })
 		failed := handle(t, s, context.Background(),
 			pointerMsg(st, "ok", "k-ok", testArgs{Do: "ok"}),
 			pointerMsg(st, "fail", "k-fail", testArgs{Do: "fail"}),
 			pointerMsg(st, "cancel", "k-cancel", testArgs{Do: "cancel"}))
 		if !equal(failed, []string{"fail"}) {
-			t.Fatalf("keep=%v: failed = %v", keep, failed)
+			t.Fatalf("%v: failed = %v", mode, failed)
 		}
-		if st.has("k-ok") != keep || !st.has("k-fail") || !st.has("k-cancel") {
-			t.Errorf("keep=%v: objects ok %v fail %v cancel %v; want ok kept only with KeepPayload, the retried and dead-lettered ones kept",
-				keep, st.has("k-ok"), st.has("k-fail"), st.has("k-cancel"))
+		if st.has("k-ok") != (mode != PayloadDelete) || st.isDone("k-ok") != (mode == PayloadMarkDone) {
+			t.Errorf("%v: the succeeded job's object exists %v, marked %v", mode, st.has("k-ok"), st.isDone("k-ok"))
 		}
+		if !st.has("k-fail") || !st.has("k-cancel") || st.isDone("k-fail") || st.isDone("k-cancel") {
+			t.Errorf("%v: the retried and dead-lettered jobs' objects: fail %v cancel %v; want both kept, unmarked", mode, st.has("k-fail"), st.has("k-cancel"))
+		}
+	}
+}
+
+// TestPayloadDuplicateAfterSuccess delivers a succeeded large job's message again, as SQS, an
+// outbox relay's re-send or a producer's retry with the same id may. Deleting the object makes
+// the duplicate a payload_missing dead letter (saying why); marking it done acknowledges the
+// duplicate without running it. A genuinely missing object is still payload_missing.
+func TestPayloadDuplicateAfterSuccess(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []PayloadCleanup{PayloadDelete, PayloadMarkDone} {
+		st := newFakeStore()
+		var outcomes []Outcome
+		s := newTestHandler(t, func(c *Config) {
+			c.Payload = st
+			c.PayloadCleanup = mode
+			c.OnBatch = func(_ context.Context, o []Outcome) { outcomes = append(outcomes, o...) }
+		})
+		first := pointerMsg(st, "1", "sqsworker/job-1", testArgs{Do: "ok"})
+		if failed := handle(t, s, context.Background(), first); len(failed) != 0 {
+			t.Fatalf("%v: first delivery failed: %v", mode, failed)
+		}
+		dup := first
+		dup.MessageId, dup.ReceiptHandle = "1-dup", "rh-1-dup"
+		if failed := handle(t, s, context.Background(), dup); len(failed) != 0 {
+			t.Fatalf("%v: the duplicate was reported failed: %v", mode, failed)
+		}
+		dead := s.sqs.sentTo(testDLQURL)
+		last := outcomes[len(outcomes)-1]
+		switch mode {
+		case PayloadDelete:
+			if len(dead) != 1 || decodeFailure(t, &dead[0]).Reason != jobs.ReasonPayloadMissing ||
+				!strings.Contains(decodeFailure(t, &dead[0]).Error, "duplicate delivery") {
+				t.Fatalf("%v: DLQ %v, want the duplicate as payload_missing, explained", mode, dead)
+			}
+		case PayloadMarkDone:
+			if len(dead) != 0 || last.Outcome != OutcomeSkipped || !errors.Is(last.Err, errPayloadDone) || last.Payload == nil || !last.Payload.Done {
+				t.Fatalf("%v: DLQ %d, duplicate's outcome %+v; want it acknowledged as a duplicate", mode, len(dead), last)
+			}
+			if got := s.rec.ranIDs(); len(got) != 1 {
+				t.Fatalf("%v: ran %v, want the job once", mode, got)
+			}
+			if len(st.marks) != 1 {
+				t.Errorf("%v: marked %v, want the object marked once (the duplicate leaves it as it is)", mode, st.marks)
+			}
+		}
+	}
+	st := newFakeStore()
+	s := newTestHandler(t, func(c *Config) { c.Payload = st; c.PayloadCleanup = PayloadMarkDone })
+	gone := pointerMsg(st, "2", "sqsworker/job-2", testArgs{Do: "ok"})
+	delete(st.objs, "jobs-payloads/sqsworker/job-2")
+	handle(t, s, context.Background(), gone)
+	dead := s.sqs.sentTo(testDLQURL)
+	if len(dead) != 1 || decodeFailure(t, &dead[0]).Reason != jobs.ReasonPayloadMissing || strings.Contains(decodeFailure(t, &dead[0]).Error, "duplicate delivery") {
+		t.Fatalf("a missing object with PayloadMarkDone: DLQ %v, want payload_missing (no duplicate hint)", dead)
 	}
 }
 

@@ -76,7 +76,7 @@ func (b *batch) settle(ctx context.Context) []string {
 	}
 	wg.Wait()
 	if b.h.cfg.Payload != nil {
-		b.deletePayloads(sctx)
+		b.cleanupPayloads(sctx)
 	}
 	b.recordDeadLetters(sctx)
 
@@ -154,7 +154,7 @@ func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 		o.QueueLatency = b.invoked.Sub(it.info.SentAt)
 	}
 	if pl := it.pl; pl != nil {
-		o.Payload = &PayloadOutcome{Pointer: pl.ptr, Bytes: pl.bytes, Fetch: pl.fetch, Err: pl.err, Deleted: pl.deleted, DeleteErr: pl.deleteErr}
+		o.Payload = &PayloadOutcome{Pointer: pl.ptr, Bytes: pl.bytes, Fetch: pl.fetch, Err: pl.err, Done: pl.done, Deleted: pl.deleted, Marked: pl.marked, CleanupErr: pl.cleanErr}
 	}
 	return o
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
 // Environment variables read by the functions.
@@ -28,6 +29,7 @@ const (
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
 	EnvPayloadBucket  = "SQSWORKER_PAYLOAD_BUCKET"
+	EnvPayloadCleanup = "SQSWORKER_PAYLOAD_CLEANUP"
 
 	// The API function's allow-list and its limits (see API).
 	EnvAPIKinds        = "SQSWORKER_API_KINDS"
@@ -73,6 +75,10 @@ type Worker struct {
 	// PayloadBucket is the S3 bucket of jobs larger than SQS allows (pkg/payload): set, the
 	// worker reads the jobs whose body points there. Empty: such bodies are malformed.
 	PayloadBucket string
+	// PayloadCleanup is what the worker does with a settled job's object
+	// (SQSWORKER_PAYLOAD_CLEANUP: delete, mark or keep; worker.Config.PayloadCleanup). Defaults
+	// to delete; the CDK stack sets mark, its bucket's lifecycle rule expiring marked objects.
+	PayloadCleanup worker.PayloadCleanup
 }
 
 // API is the producer API function's configuration.
@@ -162,6 +168,13 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	if c.ScheduleGroup != "" && !isName(c.ScheduleGroup, 1, 64) {
 		errs = append(errs, fmt.Errorf("%s=%q is not a schedule group name (1–64 of [0-9a-zA-Z-_.])", EnvScheduleGroup, c.ScheduleGroup))
+	}
+	if s := strings.TrimSpace(getenv(EnvPayloadCleanup)); s != "" {
+		m, err := worker.ParsePayloadCleanup(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a payload cleanup (delete, mark or keep; default delete)", EnvPayloadCleanup, s))
+		}
+		c.PayloadCleanup = m
 	}
 	return c, errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -26,10 +28,12 @@ func TestLoadWorker(t *testing.T) {
 			env: map[string]string{
 				EnvQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", EnvDLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
 				EnvTable: "jobs-table", EnvLogLevel: "DEBUG", EnvConcurrency: "25", EnvDeadlineMargin: "1500ms", EnvScheduleGroup: "sqsworker", EnvPayloadBucket: " jobs-payloads ",
+				EnvPayloadCleanup: "mark",
 			},
 			want: Worker{
 				QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", DLQURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs-dlq",
 				Table: "jobs-table", LogLevel: slog.LevelDebug, Concurrency: 25, DeadlineMargin: 1500 * time.Millisecond, ScheduleGroup: "sqsworker", PayloadBucket: "jobs-payloads",
+				PayloadCleanup: worker.PayloadMarkDone,
 			},
 		},
 		{name: "warn level", env: map[string]string{EnvLogLevel: "warn"}, want: Worker{LogLevel: slog.LevelWarn, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
@@ -43,6 +47,7 @@ func TestLoadWorker(t *testing.T) {
 		{name: "queue URL without a queue", env: map[string]string{EnvQueueURL: "https://sqs.eu-west-1.amazonaws.com/"}, want: defaults, wantErr: []string{"SQSWORKER_QUEUE_URL=\"https://sqs.eu-west-1.amazonaws.com/\" is not a queue URL"}},
 		{name: "dlq URL is a name", env: map[string]string{EnvDLQURL: "jobs-dlq"}, want: defaults, wantErr: []string{"SQSWORKER_DLQ_URL=\"jobs-dlq\" is not a queue URL"}},
 		{name: "bad table", env: map[string]string{EnvTable: "a b"}, want: defaults, wantErr: []string{"SQSWORKER_TABLE=\"a b\" is not a DynamoDB table name"}},
+		{name: "bad payload cleanup", env: map[string]string{EnvPayloadCleanup: "tag"}, want: defaults, wantErr: []string{"SQSWORKER_PAYLOAD_CLEANUP=\"tag\" is not a payload cleanup"}},
 		{name: "bad schedule group", env: map[string]string{EnvScheduleGroup: "a/b"}, want: Worker{LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second, ScheduleGroup: "a/b"}, wantErr: []string{"SQSWORKER_SCHEDULE_GROUP=\"a/b\""}},
 		{
 			name: "several errors: one line each",
