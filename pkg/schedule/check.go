@@ -125,10 +125,10 @@ func CheckRecurring(r *Recurring) error {
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
-		return bad("Args", "are not valid JSON: %v", err)
+		return bad("Args", "is not valid JSON: %v", err)
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return bad("Args", "are a JSON %s: want a JSON object, such as '{\"period\":\"day\"}'", jsonKind(v))
+		return bad("Args", "is a JSON %s: want a JSON object, such as '{\"period\":\"day\"}'", jsonKind(v))
 	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, args) // valid: unmarshalled above
@@ -150,7 +150,7 @@ func CheckRecurring(r *Recurring) error {
 		return bad("Description", "is %d characters long, the limit is %d", n, MaxDescriptionLength)
 	}
 	if n := len(recurringInput(r)); n > MaxInputBytes {
-		return bad("Args", "make the job template %d bytes, above EventBridge Scheduler's target input limit of %d bytes (256 KB)", n, MaxInputBytes)
+		return bad("Args", "makes the job template %d bytes, above EventBridge Scheduler's target input limit of %d bytes (256 KB)", n, MaxInputBytes)
 	}
 	return nil
 }

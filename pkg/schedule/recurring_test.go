@@ -497,7 +497,7 @@ func TestCheckRecurring(t *testing.T) {
 		{func(r *schedule.Recurring) { r.Expression = "cron(0 2 * * * *)" }, "Expression", `"cron(0 2 * * * *)": cron day-of-week`},
 		{func(r *schedule.Recurring) { r.Timezone = "Mars/Olympus" }, "Timezone", `"Mars/Olympus" is not an IANA time zone name`},
 		{func(r *schedule.Recurring) { r.Kind = "A" }, "Kind", `"A": character 'A' at 0 is not allowed`},
-		{func(r *schedule.Recurring) { r.Args = json.RawMessage("[1]") }, "Args", "are a JSON array: want a JSON object"},
+		{func(r *schedule.Recurring) { r.Args = json.RawMessage("[1]") }, "Args", "is a JSON array: want a JSON object"},
 		{func(r *schedule.Recurring) { r.MaxAttempts = -2 }, "MaxAttempts", "-2 is negative"},
 		{func(r *schedule.Recurring) { r.GroupID = "a b" }, "GroupID", "is not allowed (printable ASCII only)"},
 		{func(r *schedule.Recurring) { r.FlexibleWindow = 30 * time.Second }, "FlexibleWindow", "30s: want whole minutes"},
