@@ -244,7 +244,7 @@ func TestActionsRefused(t *testing.T) {
 	}
 	c, logs := f.console(nil)
 	cl := newClient(t, c)
-	csrf := cl.csrf("/dlq")
+	csrf := cl.csrf("/enqueue") // the form's token is the same on every page
 	form := url.Values{"id": {dead.ID}, "csrf": {csrf}}
 
 	// Without the token.
