@@ -55,7 +55,7 @@ func TestPagesShowRealJobsEscaped(t *testing.T) {
 	f := sharedHostile(t)
 	c, _ := f.console(nil)
 	cl := newClient(t, c)
-	cl.signIn() // the pages that peek at the DLQ need it
+	cl.signIn()    // the pages that peek at the DLQ need it
 	cl.get("/dlq") // a peek: the job page of a dead letter without a record reads it
 	jobURL := func(r jobRef) string {
 		return "/job?" + url.Values{"kind": {r.Kind}, "key": {r.Key}}.Encode()
