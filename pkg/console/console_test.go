@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -328,5 +329,65 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := console.New(console.Config{ReadOnly: true}); err != nil {
 		t.Errorf("read-only without a token: %v", err)
+	}
+}
+
+// TestSessionCookieSecure: the session cookie is Secure over TLS, and with Config.SecureCookie
+// behind a proxy that terminates TLS (the console sees plain HTTP); X-Forwarded-Proto alone,
+// which any client can send, does not make it Secure, nor does it keep it from being so.
+func TestSessionCookieSecure(t *testing.T) {
+	cookie := func(h http.Handler, tls bool, headers ...string) *http.Cookie {
+		t.Helper()
+		srv := httptest.NewUnstartedServer(h)
+		if tls {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/?token="+token, nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		hc := srv.Client()
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "sqsworker_console" {
+				return c
+			}
+		}
+		t.Fatalf("no session cookie (status %d)", resp.StatusCode)
+		return nil
+	}
+	plain, err := console.New(console.Config{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure, err := console.New(console.Config{Token: token, SecureCookie: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		tls     bool
+		headers []string
+		want    bool
+	}{
+		{"plain HTTP", plain, false, nil, false},
+		{"plain HTTP, X-Forwarded-Proto https", plain, false, []string{"X-Forwarded-Proto", "https"}, false},
+		{"TLS", plain, true, nil, true},
+		{"SecureCookie behind a TLS proxy", secure, false, []string{"X-Forwarded-Proto", "https"}, true},
+		{"SecureCookie", secure, false, nil, true},
+	} {
+		c := cookie(tc.h, tc.tls, tc.headers...)
+		if c.Secure != tc.want || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("%s: Secure %v HttpOnly %v SameSite %v, want Secure %v, HttpOnly, Strict", tc.name, c.Secure, c.HttpOnly, c.SameSite, tc.want)
+		}
 	}
 }
