@@ -10,6 +10,10 @@ import (
 // of a key share the call in progress (single flight), and later callers get its result until
 // it is older than the ttl they ask for. Errors are not reused. The zero value is ready.
 type memo[K comparable, V any] struct {
+	// reuse, when set, says whether a result may serve later callers (a call in progress is
+	// always shared).
+	reuse func(V) bool
+
 	mu    sync.Mutex
 	items map[K]*memoItem[V]
 }
@@ -37,7 +41,7 @@ func (m *memo[K, V]) get(ctx context.Context, key K, now func() time.Time, ttl t
 	if it != nil {
 		select {
 		case <-it.done:
-			if it.err != nil || t.Sub(it.at) >= ttl || it.started.Before(notBefore) {
+			if it.err != nil || t.Sub(it.at) >= ttl || it.started.Before(notBefore) || m.reuse != nil && !m.reuse(it.v) {
 				it = nil // failed, stale or too old for this caller: call again
 			}
 		default:

@@ -140,7 +140,8 @@ type Config struct {
 	// the dead letter on a job's page, every tab and reload): a peek receives each message,
 	// which raises its ApproximateReceiveCount and hides it while the peek runs, so the console
 	// takes at most one peek per PeekCacheFor, and concurrent viewers share the one in
-	// progress. 1s-10m; defaults to 10 s.
+	// progress. A peek that found nothing is not reused (it received nothing). 1s-10m; defaults
+	// to 10 s.
 	PeekCacheFor time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
@@ -243,6 +244,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.QueueURL == "" {
 		c.queueName = ""
 	}
+	// An empty peek received nothing, so it changed nothing: the next viewer may peek again.
+	c.peeks.reuse = func(sn *snapshot) bool { return len(sn.msgs) > 0 }
 	if cfg.Token != "" {
 		c.csrf = mac(cfg.Token, "csrf")
 		c.cookieValue = mac(cfg.Token, "session")

@@ -160,6 +160,7 @@ type dlqData struct {
 	Running     bool
 	PurgeName   string
 	NeedsSignIn bool
+	InFlight    bool // the peek saw nothing, but the DLQ holds messages (in flight)
 	SignInHref  string
 }
 
@@ -229,6 +230,7 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	from, to := (page-1)*size, min(page*size, len(sn.rows))
 	data.Rows, data.Total, data.Full, data.Taken = sn.rows[from:to], len(sn.rows), sn.full, showTime(sn.taken)
 	data.From, data.To = from+1, to
+	data.InFlight = len(sn.rows) == 0 && data.Depth != "" && data.Depth != "0"
 	if page < pages {
 		data.NextHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
 	}

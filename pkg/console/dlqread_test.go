@@ -309,3 +309,35 @@ func TestJobPageReadsTheDLQForDeadRecordsOnly(t *testing.T) {
 		t.Errorf("an anonymous view peeked: %d peeks", p)
 	}
 }
+
+// TestEmptyPeekNotReused: a peek that found nothing received nothing, so the next view peeks
+// again (a dead letter that arrives meanwhile is shown at once); one that found the DLQ's
+// messages all in flight says so instead of calling the DLQ empty.
+func TestEmptyPeekNotReused(t *testing.T) {
+	s := newBareStack(t)
+	counting := &countingDLQ{DLQAPI: s.dlq}
+	cl := newClient(t, s.console(counting, nil))
+	cl.signIn()
+	if _, body := cl.get("/dlq"); !strings.Contains(body, `id="empty"`) {
+		t.Errorf("an empty DLQ:\n%s", body)
+	}
+	s.deadLetter("dead-1")
+	// Held by another reader: in flight, invisible to a peek.
+	out, err := s.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(s.stack.DLQURL), VisibilityTimeout: 60, WaitTimeSeconds: 1})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("hold the dead letter: %v %+v", err, out)
+	}
+	if _, body := cl.get("/dlq"); !strings.Contains(body, `id="in-flight"`) || strings.Contains(body, `id="empty"`) {
+		t.Errorf("a DLQ whose message is in flight:\n%s", body)
+	}
+	if _, err := s.sqs.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.stack.DLQURL),
+		ReceiptHandle: out.Messages[0].ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := cl.get("/dlq"); !strings.Contains(body, "dead-1") {
+		t.Errorf("the dead letter, visible again, is not shown at once:\n%s", body)
+	}
+	if n := counting.peeks.Load(); n != 3 {
+		t.Errorf("%d peeks, want 3 (the empty ones are not reused)", n)
+	}
+}
