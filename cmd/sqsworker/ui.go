@@ -274,7 +274,7 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 		fmt.Fprintf(stdout, "mode      read-only: every action is hidden and refused\n")
 	} else {
 		fmt.Fprintf(stdout, "sign in   %s?token=%s\n", base, o.token)
-		fmt.Fprintf(stdout, "token     %s (actions need it; --read-only turns them off)\n", o.token)
+		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --read-only turns actions off)\n", o.token)
 	}
 	fmt.Fprintf(stdout, "serving the console until Ctrl-C\n")
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
