@@ -152,20 +152,15 @@ func schedulerClient(c *awsClients) *scheduler.Client {
 	})
 }
 
-// checkScheduleName validates a recurring schedule name before any call, as schedule.Client
-// does: 1-64 characters of [0-9a-zA-Z-_.], without the prefix of one-time job schedules.
+// checkScheduleName validates a recurring schedule name before any call, with
+// schedule.CheckName (what schedule.Client checks): 1-64 characters of [0-9a-zA-Z-_.], without
+// the prefix of one-time job schedules.
 func checkScheduleName(name string) error {
-	if name == "" || len(name) > schedule.MaxNameLength {
-		return &usageError{fmt.Errorf("NAME %q: a schedule name is 1-%d characters of letters, digits, '-', '_' and '.'", name, schedule.MaxNameLength)}
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return &usageError{fmt.Errorf("NAME %q: character %q at %d is not allowed in a schedule name (want letters, digits, '-', '_' and '.')", name, c, i)}
-		}
-	}
-	if strings.HasPrefix(name, "sqsworker-") { // schedule's reserved prefix
-		return &usageError{fmt.Errorf("NAME %q: names starting with \"sqsworker-\" are one-time schedules of delayed jobs, not recurring schedules", name)}
+	var fe *schedule.FieldError
+	if err := schedule.CheckName(name); errors.As(err, &fe) {
+		return &usageError{fmt.Errorf("NAME %s", fe.Problem)}
+	} else if err != nil {
+		return &usageError{err}
 	}
 	return nil
 }
@@ -198,8 +193,8 @@ type scheduleJSON struct {
 	End            jsonTime        `json:"end"`
 	FlexibleWindow string          `json:"flexible_window"`
 	Description    string          `json:"description"`
-	// NextRun is the next occurrence, or null when it is not known (a rate without a start
-	// date counts from the schedule's creation) or there is none (disabled, ended).
+	// NextRun is the next occurrence (a rate without a start date counts from the schedule's
+	// creation), or null when there is none (disabled, ended).
 	NextRun jsonTime `json:"next_run"`
 }
 
@@ -226,9 +221,9 @@ func scheduleState(r schedule.Recurring) string {
 	return "enabled"
 }
 
-// nextRun returns the schedule's next occurrence after now, or zero when it is disabled, has
-// none left, or is a rate without a start date (it counts from the schedule's creation time,
-// which Get does not read).
+// nextRun returns the schedule's next occurrence after now (schedule.NextRuns: a rate without
+// a start date counts from the schedule's creation), or zero when it is disabled or has none
+// left.
 func nextRun(r schedule.Recurring, now time.Time) time.Time {
 	if next := schedule.NextRuns(r, now, 1); len(next) > 0 {
 		return next[0]
@@ -249,7 +244,7 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 		Short: "List the stack's recurring schedules",
 		Long: `list shows every recurring schedule of the stack, sorted by name: its expression and time
 zone, whether it is enabled, the kind of job it enqueues and its next occurrence ("-" when
-there is none, or for a rate without a start date, which counts from its creation).`,
+there is none; a rate without a start date counts from the schedule's creation).`,
 		Example: `  sqsworker schedules list --stack myapp
   sqsworker schedules list --stack myapp --output json | jq -r '.schedules[].name'`,
 		Args: noArgs,

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -61,9 +60,6 @@ and 'sqsworker demo' run the local dispatcher that does.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			r.Name = argv[0]
-			if err := checkScheduleName(r.Name); err != nil {
-				return err
-			}
 			if err := checkRecurring(cmd, &r, args, start, end, role); err != nil {
 				return err
 			}
@@ -118,39 +114,37 @@ and 'sqsworker demo' run the local dispatcher that does.`,
 	return cmd
 }
 
-// checkRecurring checks and fills the schedule's fields from the flags before any AWS call,
-// with the rules of schedule.Client.Upsert (schedule.Parse for the expression).
+// putFlags name the flag of each field of schedule.Recurring, for schedule.CheckRecurring's
+// errors.
+var putFlags = map[string]string{
+	"Name": "NAME", "Expression": "--expression", "Timezone": "--timezone", "Start": "--start",
+	"FlexibleWindow": "--flexible-window", "Kind": "--kind", "Args": "--args", "MaxAttempts": "--max-attempts",
+	"GroupID": "--group", "Description": "--description",
+}
+
+// fieldUsageError words a *schedule.FieldError with the command's flag names: the library's
+// checks are the CLI's (and the console's), only the names differ.
+func fieldUsageError(cmd *cobra.Command, err error) error {
+	var fe *schedule.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	flag := putFlags[fe.Field]
+	if flag == "" {
+		flag = fe.Field
+	}
+	if rest, ok := strings.CutPrefix(fe.Problem, "is empty"); ok && strings.HasPrefix(flag, "--") && !cmd.Flags().Changed(flag[2:]) {
+		return &usageError{fmt.Errorf("%s needs %s%s", cmd.CommandPath()[len(cmd.Root().Name())+1:], flag, rest)}
+	}
+	return &usageError{fmt.Errorf("%s %s", flag, fe.Problem)}
+}
+
+// checkRecurring fills the schedule's fields from the flags and checks them before any AWS
+// call with schedule.CheckRecurring, the check Upsert and the console make; what is the
+// command line's own (the times' syntax, a flag given empty, the role) is checked here.
 func checkRecurring(cmd *cobra.Command, r *schedule.Recurring, args, start, end, role string) error {
 	bad := func(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
-	if r.Expression == "" {
-		return bad("schedules put needs --expression, such as 'cron(0 2 * * ? *)' or 'rate(1 hour)'")
-	}
-	expr, err := schedule.Parse(r.Expression)
-	if err != nil {
-		// Parse says "schedule: invalid expression "EXPR": DETAIL": keep the detail.
-		detail := err.Error()
-		if p := fmt.Sprintf("%s %q: ", schedule.ErrInvalidExpression, r.Expression); strings.HasPrefix(detail, p) {
-			detail = detail[len(p):]
-		}
-		return bad("--expression %q: %s", r.Expression, detail)
-	}
-	r.Expression = expr.String()
-	if r.Kind == "" {
-		return bad("schedules put needs --kind, the kind of the job each occurrence enqueues")
-	}
-	if err := jobs.ValidateKind(r.Kind); err != nil {
-		return bad("--kind: %v", err)
-	}
-	if err := checkArgsJSON([]byte(args)); err != nil {
-		return bad("%s", strings.Replace(err.Error(), "ARGS_JSON", "--args", 1))
-	}
 	r.Args = []byte(args)
-	if r.Timezone == "" || r.Timezone == "Local" {
-		return bad("--timezone %q: want an IANA time zone name, such as UTC or Europe/Paris", r.Timezone)
-	}
-	if _, err := time.LoadLocation(r.Timezone); err != nil {
-		return bad("--timezone %q is not an IANA time zone name (such as UTC or Europe/Paris)", r.Timezone)
-	}
 	for _, t := range []struct {
 		flag, value string
 		into        *time.Time
@@ -164,20 +158,17 @@ func checkRecurring(cmd *cobra.Command, r *schedule.Recurring, args, start, end,
 		}
 		*t.into = v
 	}
-	if !r.Start.IsZero() && !r.End.IsZero() && !r.Start.Before(r.End) {
-		return bad("--start %s is not before --end %s", start, end)
-	}
-	if w := r.FlexibleWindow; w != 0 && (w < time.Minute || w > schedule.MaxFlexibleWindow || w%time.Minute != 0) {
-		return bad("--flexible-window %v: want whole minutes between 1m and 24h", w)
-	}
-	if r.MaxAttempts < 0 || cmd.Flags().Changed("max-attempts") && r.MaxAttempts == 0 {
-		return bad("--max-attempts %d: must be at least 1", r.MaxAttempts)
+	if cmd.Flags().Changed("max-attempts") && r.MaxAttempts == 0 {
+		return bad("--max-attempts 0: must be at least 1")
 	}
 	if cmd.Flags().Changed("group") && r.GroupID == "" {
 		return bad("--group is empty: want a message group id")
 	}
-	if n := len([]rune(r.Description)); n > schedule.MaxDescriptionLength {
-		return bad("--description is %d characters long, the limit is %d", n, schedule.MaxDescriptionLength)
+	if cmd.Flags().Changed("timezone") && r.Timezone == "" {
+		return bad("--timezone is empty: want an IANA time zone name, such as UTC or Europe/Paris")
+	}
+	if err := schedule.CheckRecurring(r); err != nil {
+		return fieldUsageError(cmd, err)
 	}
 	if cmd.Flags().Changed("scheduler-role") {
 		if err := checkRoleARN("--scheduler-role", role); err != nil {

@@ -139,7 +139,7 @@ func TestSchedulesUsageErrors(t *testing.T) {
 			"--expression \"cron(0 2 * * * *)\": cron day-of-week: one of day-of-month and day-of-week must be `?`"},
 		{"put zero rate", []string{"schedules", "put", "n", "--expression", "rate(0 hours)", "--kind", "a.b", "--stack", "s"}, "rate value: want a positive integer"},
 		{"put unknown expression", []string{"schedules", "put", "n", "--expression", "every day", "--kind", "a.b", "--stack", "s"}, `--expression "every day":`},
-		{"put bad kind", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "A", "--stack", "s"}, `--kind: kind "A"`},
+		{"put bad kind", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "A", "--stack", "s"}, `--kind "A": character 'A' at 0 is not allowed`},
 		{"put args array", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--args", "[1]", "--stack", "s"}, "--args is a JSON array"},
 		{"put args not JSON", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--args", "{", "--stack", "s"}, "--args is not valid JSON"},
 		{"put bad timezone", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--timezone", "Mars/Olympus", "--stack", "s"},
@@ -148,7 +148,7 @@ func TestSchedulesUsageErrors(t *testing.T) {
 		{"put bad start", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--start", "2027-01-01", "--stack", "s"},
 			`--start "2027-01-01" is not an RFC 3339 time`},
 		{"put end before start", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--start", "2027-01-02T00:00:00Z",
-			"--end", "2027-01-01T00:00:00Z", "--stack", "s"}, "--start 2027-01-02T00:00:00Z is not before --end 2027-01-01T00:00:00Z"},
+			"--end", "2027-01-01T00:00:00Z", "--stack", "s"}, "--start 2027-01-02T00:00:00Z is not before the end, 2027-01-01T00:00:00Z"},
 		{"put flexible window seconds", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--flexible-window", "30s", "--stack", "s"},
 			"--flexible-window 30s: want whole minutes between 1m and 24h"},
 		{"put max attempts 0", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b", "--max-attempts", "0", "--stack", "s"}, "--max-attempts 0: must be at least 1"},
@@ -163,10 +163,10 @@ func TestSchedulesUsageErrors(t *testing.T) {
 		{"show two names", []string{"schedules", "show", "a", "b", "--stack", "s"}, "schedules show takes NAME, got 2 arguments"},
 		{"show without stack", []string{"schedules", "show", "a"}, "schedules show needs --stack NAME"},
 		{"show bad name", []string{"schedules", "show", "a b", "--stack", "s"}, `NAME "a b": character ' ' at 1 is not allowed`},
-		{"show long name", []string{"schedules", "show", strings.Repeat("a", 65), "--stack", "s"}, "a schedule name is 1-64 characters"},
+		{"show long name", []string{"schedules", "show", strings.Repeat("a", 65), "--stack", "s"}, `NAME "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"… is 65 characters long, the limit is 64`},
 		{"show job schedule", []string{"schedules", "show", "sqsworker-job-1", "--stack", "s"}, "one-time schedules of delayed jobs"},
 		{"delete without name", []string{"schedules", "delete", "--stack", "s"}, "schedules delete needs NAME"},
-		{"delete empty name", []string{"schedules", "delete", "", "--stack", "s"}, `NAME "": a schedule name is 1-64 characters`},
+		{"delete empty name", []string{"schedules", "delete", "", "--stack", "s"}, "NAME is empty: want 1-64 characters of letters, digits, '-', '_' and '.'"},
 		{"delete unknown flag", []string{"schedules", "delete", "a", "--force", "--stack", "s"}, "unknown flag: --force"},
 	})
 }
@@ -198,7 +198,8 @@ func TestNextRun(t *testing.T) {
 		{schedule.Recurring{Expression: "cron(0 9 * * ? *)", Timezone: "Europe/Paris"}, time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)},
 		{schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC", Start: start}, start.Add(time.Hour)},
 		{schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC", Start: start.Add(48 * time.Hour)}, start.Add(48 * time.Hour)},
-		{schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC"}, time.Time{}}, // counts from its creation
+		{schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC"}, time.Time{}}, // no start, no creation time: unknown
+		{schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC", Created: start.Add(-5 * time.Minute)}, start.Add(55 * time.Minute)},
 		{schedule.Recurring{Expression: "cron(0 9 * * ? *)", Timezone: "UTC", Disabled: true}, time.Time{}},
 		{schedule.Recurring{Expression: "cron(0 9 * * ? *)", Timezone: "UTC", End: now.Add(time.Hour)}, time.Time{}},
 	}

@@ -52,16 +52,17 @@ func TestUIServesTheStack(t *testing.T) {
 	if !strings.Contains(stdout.String(), "sign in   "+base+"?token="+tok) {
 		t.Errorf("no sign-in link:\n%s", stdout.String())
 	}
-	for _, p := range []string{"", "jobs?state=dead", "dlq", "schedules", "enqueue"} {
-		resp, err := http.Get(base + p)
-		if err != nil {
-			t.Fatal(err)
+	for _, p := range []string{"", "jobs?state=dead", "schedules", "enqueue"} {
+		if code, body := uiGet(t, base+p, ""); code != 200 || !strings.Contains(body, stack) {
+			t.Errorf("GET /%s: %d\n%s", p, code, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), stack) {
-			t.Errorf("GET /%s: %d\n%s", p, resp.StatusCode, body)
-		}
+	}
+	// The Dead letters page peeks at the DLQ: it needs the token.
+	if code, body := uiGet(t, base+"dlq", ""); code != http.StatusUnauthorized || !strings.Contains(body, "Sign in") {
+		t.Errorf("GET /dlq without the token: %d", code)
+	}
+	if code, body := uiGet(t, base+"dlq", tok); code != 200 || !strings.Contains(body, "The DLQ is empty") {
+		t.Errorf("GET /dlq with the token: %d\n%s", code, body)
 	}
 	// An action with the token, as a script would send it.
 	req, _ := http.NewRequest(http.MethodPost, base+"enqueue", strings.NewReader(url.Values{
@@ -100,6 +101,119 @@ func TestUIServesTheStack(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("ui did not stop")
+	}
+}
+
+// uiGet fetches a console page, with the token as a bearer header when tok is not empty.
+func uiGet(t *testing.T, url, tok string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var consoleLine = regexp.MustCompile(`console   (http://127\.0\.0\.1:\d+/) \(stack (\S+) `)
+
+// TestRunUIServesTheConsole: `sqsworker run --ui` serves the console of its stack beside the
+// local worker, and stops with it, cleanly.
+func TestRunUIServesTheConsole(t *testing.T) {
+	bootstrap := buildEchoFn(t)
+	stack := awslocal.UniqueName("cli-run-ui")
+	const tok = "run-ui-test-token-0123456789"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	running := startRun(t, ctx, 60*time.Second, "--stack", stack, "--bootstrap", bootstrap, "--timeout", "10s",
+		"--ui", "--ui-addr", "127.0.0.1:0", "--ui-token", tok)
+	var m []string
+	waitFor(t, 30*time.Second, "the console's address", func() bool {
+		running.alive()
+		m = consoleLine.FindStringSubmatch(running.stdout.String())
+		return m != nil
+	})
+	base := m[1]
+	if m[2] != stack || !strings.Contains(running.stdout.String(), "sign in   "+base+"?token="+tok) {
+		t.Errorf("the console's lines:\n%s", running.stdout.String())
+	}
+	for _, p := range []string{"", "jobs?state=dead", "schedules", "enqueue"} {
+		if code, body := uiGet(t, base+p, ""); code != 200 || !strings.Contains(body, stack) {
+			t.Errorf("GET /%s: %d\n%s", p, code, body)
+		}
+	}
+	if code, body := uiGet(t, base+"dlq", tok); code != 200 || !strings.Contains(body, awslocal.DLQName(stack, false)) {
+		t.Errorf("GET /dlq: %d\n%s", code, body)
+	}
+	running.stopCleanly()
+	if _, err := http.Get(base); err == nil {
+		t.Error("the console still answers after run stopped")
+	}
+}
+
+// TestDemoUIServesTheConsole: `sqsworker demo --ui` runs the demo, then keeps its stack and
+// worker and serves the console on them (the demo's dead letters are on its Dead letters page)
+// until Ctrl-C, and exits 0.
+func TestDemoUIServesTheConsole(t *testing.T) {
+	t.Parallel()
+	const tok = "demo-ui-test-token-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--ui", "--ui-addr", "127.0.0.1:0", "--ui-token", tok}, &stdout, &stderr)
+	}()
+	var m []string
+	waitFor(t, 3*time.Minute, "the demo's console", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("demo exited %d before serving the console:\n%s\n%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		m = consoleLine.FindStringSubmatch(stdout.String())
+		return m != nil
+	})
+	base, stack := m[1], m[2]
+	report := regexp.MustCompile(`(?s)DLQ: (\d+) messages.*all \d+ jobs settled in .*keeps running`).FindStringSubmatch(stdout.String())
+	if report == nil {
+		t.Fatalf("the demo's report is not before the console:\n%s", stdout.String())
+	}
+	if code, body := uiGet(t, base, ""); code != 200 || !strings.Contains(body, stack) {
+		t.Errorf("GET /: %d\n%s", code, body)
+	}
+	if code, body := uiGet(t, base+"jobs?state=dead", ""); code != 200 || !strings.Contains(body, "image.resize") || !strings.Contains(body, "payment.refund") {
+		t.Errorf("the demo's dead jobs: %d\n%s", code, body)
+	}
+	// The demo's own read of the DLQ hides its messages for a second: peek until they are back.
+	var code int
+	var body string
+	waitFor(t, 30*time.Second, "the demo's "+report[1]+" dead letters on the Dead letters page", func() bool {
+		code, body = uiGet(t, base+"dlq", tok)
+		return code == 200 && strings.Contains(body, report[1]+" dead letters")
+	})
+	if !strings.Contains(body, "unknown_kind") || !strings.Contains(body, "exhausted") {
+		t.Errorf("the demo's dead letters: %d\n%s", code, body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("demo --ui exited %d after Ctrl-C\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo --ui did not stop within 30 s of Ctrl-C")
+	}
+	if _, err := http.Get(base); err == nil {
+		t.Error("the console still answers after demo stopped")
 	}
 }
 

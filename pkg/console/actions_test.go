@@ -5,13 +5,19 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -88,6 +94,56 @@ func TestActionsChangeTheStack(t *testing.T) {
 		}
 		if l := lastAction(t, logs); l["level"] != "ERROR" || l["job_id"] != r.ID {
 			t.Errorf("log line of the refused cancel %v", l)
+		}
+	})
+	t.Run("cancel queued", func(t *testing.T) {
+		counts := func() (visible, delayed, inFlight int, err error) {
+			out, err := f.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(f.stack.QueueURL),
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+					sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			n := func(k string) int { v, _ := strconv.Atoi(out.Attributes[k]); return v }
+			return n("ApproximateNumberOfMessages"), n("ApproximateNumberOfMessagesDelayed"), n("ApproximateNumberOfMessagesNotVisible"), nil
+		}
+		_, _, inFlight0, err := counts() // the retrying job waits in flight for its next attempt
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Queued with an SQS delay: the job is on the queue, not yet delivered.
+		r := f.enqueue("queued", invoiceArgs{Invoice: 4004}, producer.WithDelay(6*time.Second))
+		if j, err := f.table.Get(ctx, r.Kind, r.Key); err != nil || j.State != idempotency.StateQueued {
+			t.Fatalf("before the cancel: %v %v", j.State, err)
+		}
+		_, page := cl.get("/job?id=" + r.ID)
+		if !strings.Contains(page, `id="cancel"`) {
+			t.Fatalf("the queued job's page offers no cancel:\n%s", page)
+		}
+		loc := act("/job/cancel", url.Values{"id": {r.ID}, "kind": {r.Kind}, "key": {r.Key}})
+		if !strings.Contains(loc, "done=cancelled") {
+			t.Errorf("redirect %s", loc)
+		}
+		if j, err := f.table.Get(ctx, r.Kind, r.Key); err != nil || j.State != idempotency.StateCancelled {
+			t.Fatalf("after the cancel: %v %v", j.State, err)
+		}
+		// Its delivery is acknowledged without running: the queue empties, the job never runs.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			visible, delayed, inFlight, err := counts()
+			if err == nil && visible == 0 && delayed == 0 && inFlight <= inFlight0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cancelled job's message was never settled: %d visible, %d delayed, %d in flight (%d before), %v", visible, delayed, inFlight, inFlight0, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if j, err := f.table.Get(ctx, r.Kind, r.Key); err != nil || j.State != idempotency.StateCancelled || j.Runs != 0 {
+			t.Errorf("after its delivery: %s, %d runs, %v; want cancelled, never run", j.State, j.Runs, err)
+		}
+		if l := lastAction(t, logs); l["action"] != "job.cancel" || l["job_id"] != r.ID || l["level"] != "INFO" {
+			t.Errorf("log line %v", l)
 		}
 	})
 	t.Run("copy", func(t *testing.T) {
@@ -184,10 +240,10 @@ func TestActionsChangeTheStack(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
-	// One log line per action: 1 redrive + 2 cancels + 1 copy + 2 enqueues + 7 bad enqueues
+	// One log line per action: 1 redrive + 3 cancels + 1 copy + 2 enqueues + 7 bad enqueues
 	// + 5 schedule actions + 2 purges.
-	if got := countActions(t, logs) - before; got != 20 {
-		t.Errorf("%d action log lines, want 20", got)
+	if got := countActions(t, logs) - before; got != 21 {
+		t.Errorf("%d action log lines, want 21", got)
 	}
 }
 
@@ -306,7 +362,7 @@ func TestActionsRefused(t *testing.T) {
 	}
 	c, logs := f.console(nil)
 	cl := newClient(t, c)
-	csrf := cl.csrf("/dlq")
+	csrf := cl.csrf("/enqueue") // the form's token is the same on every page
 	form := url.Values{"id": {dead.ID}, "csrf": {csrf}}
 
 	// Without the token.

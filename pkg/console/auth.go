@@ -51,11 +51,40 @@ func (c *Console) signedIn(r *http.Request) bool {
 	return err == nil && equal(ck.Value, c.cookieValue)
 }
 
+// secureCookie reports whether the session cookie is Secure: Config.SecureCookie, or a request
+// that came over TLS.
+func (c *Console) secureCookie(r *http.Request) bool { return c.cfg.SecureCookie || r.TLS != nil }
+
+// mayReadDLQ reports whether r may have the console peek at the DLQ: the peek is a receive of
+// each message, so a console that has sign-ins (a token, not read-only) peeks for signed-in
+// requests only. A read-only console peeks for anyone who reaches it.
+func (c *Console) mayReadDLQ(r *http.Request) bool {
+	return c.cfg.Token == "" || c.cfg.ReadOnly || c.signedIn(r)
+}
+
+// crossSite reports whether a browser sent r from another site, or from another origin of the
+// same site (another port of 127.0.0.1): Fetch Metadata's Sec-Fetch-Site, else an Origin
+// header that is not the console's host. A request without either (a script, an old browser)
+// is not cross-site.
+func crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	case "same-origin", "none":
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		return err != nil || !strings.EqualFold(u.Host, r.Host)
+	}
+	return r.Header.Get("Origin") == "null"
+}
+
 // setSession gives the browser the session cookie.
 func (c *Console) setSession(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: c.cookieValue, Path: c.path("/"),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secureCookie(r),
 	})
 }
 
@@ -134,7 +163,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: c.path("/"), MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secureCookie(r)})
 	http.Redirect(w, r, c.path("/"), http.StatusSeeOther)
 }
 

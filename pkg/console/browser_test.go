@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,10 +49,18 @@ type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
+	// drains counts the drain markers written (drain) and seen (the listener): the browser
+	// reports a page's messages in order, so once the listener has seen a marker it has seen
+	// every message written before it.
+	drainsSent, drainsSeen int
 }
 
-func newBrowser(t *testing.T) *browser {
-	path := chromium(t)
+// drainMarker starts the console.debug text drain writes.
+const drainMarker = "sqsworker-console-test-drain-"
+
+// newBrowser starts Chromium (path, from chromium). Start it after the servers it visits, so
+// that its final drain, a cleanup, runs before theirs close them.
+func newBrowser(t *testing.T, path string) *browser {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -81,6 +90,13 @@ func newBrowser(t *testing.T) *browser {
 			if err != nil {
 				return
 			}
+			if n, ok := strings.CutPrefix(m.Text, drainMarker); ok && m.Type == chromedp.ConsoleDebug {
+				k, _ := strconv.Atoi(n)
+				b.mu.Lock()
+				b.drainsSeen = max(b.drainsSeen, k)
+				b.mu.Unlock()
+				continue
+			}
 			switch {
 			case m.IsException(), m.Type == chromedp.ConsoleType("error"), m.Type == chromedp.ConsoleType("warning"),
 				m.Type == chromedp.ConsoleType("assert"):
@@ -88,7 +104,42 @@ func newBrowser(t *testing.T) *browser {
 			}
 		}
 	}()
+	// The last word: after the test, a blank page and a final drain report what came late.
+	t.Cleanup(func() {
+		if ctx.Err() != nil {
+			return
+		}
+		b.do("blank page", chromedp.Navigate("about:blank"))
+		b.drain()
+		for _, e := range b.seen() {
+			t.Errorf("after the last check: %s", e)
+		}
+	})
 	return b
+}
+
+// drain waits until the listener has received every console message the page wrote so far: it
+// writes a marker with console.debug and waits for it, as the browser reports messages in order.
+func (b *browser) drain() {
+	b.t.Helper()
+	b.mu.Lock()
+	b.drainsSent++
+	n := b.drainsSent
+	b.mu.Unlock()
+	_ = eval[chromedp.Void](b, fmt.Sprintf(`console.debug(%q)`, drainMarker+strconv.Itoa(n)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.mu.Lock()
+		seen := b.drainsSeen
+		b.mu.Unlock()
+		if seen >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the browser never reported drain marker %d", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (b *browser) fail(msg string) {
@@ -106,13 +157,29 @@ func (b *browser) seen() []string {
 	return out
 }
 
-// check fails the test on any console error, exception or CSP violation seen so far. Messages
-// arrive from another goroutine: it waits a moment for stragglers.
+// check fails the test on any console error, exception or CSP violation the page wrote so far
+// (drain makes sure every one has arrived).
 func (b *browser) check(where string) {
 	b.t.Helper()
-	time.Sleep(150 * time.Millisecond)
+	b.drain()
 	for _, e := range b.seen() {
 		b.t.Errorf("%s: %s", where, e)
+	}
+}
+
+// expectOnly drains the messages and fails on any that does not contain one of the allowed
+// texts (a refused request's status, which the browser logs as a failed resource load).
+func (b *browser) expectOnly(where string, allowed ...string) {
+	b.t.Helper()
+	b.drain()
+	for _, m := range b.seen() {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || strings.Contains(m, a)
+		}
+		if !ok {
+			b.t.Errorf("%s: %s", where, m)
+		}
 	}
 }
 
@@ -183,28 +250,39 @@ func (b *browser) shot(name string) {
 }
 
 // TestBrowserSeesViolations checks the checker: a page with an inline script under the
-// console's Content-Security-Policy, and a console.error, are both reported.
+// console's Content-Security-Policy, and a console.error, are both reported, and a message the
+// page writes after a check is reported by the next drain.
 func TestBrowserSeesViolations(t *testing.T) {
-	b := newBrowser(t)
+	path := chromium(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'")
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, `<!doctype html><title>x</title><link rel="icon" href="data:,"><body><script>window.__xss=1</script>`)
 	}))
 	t.Cleanup(srv.Close)
+	b := newBrowser(t, path)
 	b.do("open", chromedp.Navigate(srv.URL), chromedp.WaitReady(chromedp.CSS("body")))
 	if eval[bool](b, `window.__xss !== undefined`) {
 		t.Error("the inline script ran under the policy")
 	}
 	_ = eval[chromedp.Void](b, `console.error("probe")`)
-	deadline := time.Now().Add(10 * time.Second)
-	var got []string
-	for time.Now().Before(deadline) && !(contains(got, "Content Security Policy") && contains(got, "probe")) {
-		time.Sleep(100 * time.Millisecond)
-		got = append(got, b.seen()...)
-	}
+	b.drain()
+	got := b.seen()
 	if !contains(got, "Content Security Policy") || !contains(got, "probe") {
 		t.Errorf("the browser's messages %q lack the CSP violation or the console.error", got)
+	}
+	// A message written late (after a timer) is there at the next drain, not lost.
+	_ = eval[chromedp.Void](b, `setTimeout(() => console.error("late probe"), 300)`)
+	b.drain()
+	early := b.seen()
+	deadline := time.Now().Add(10 * time.Second)
+	for !contains(early, "late probe") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		b.drain()
+		early = append(early, b.seen()...)
+	}
+	if !contains(early, "late probe") {
+		t.Errorf("the late console.error was never reported: %q", early)
 	}
 }
 
@@ -220,15 +298,21 @@ func contains(list []string, sub string) bool {
 // TestBrowserHostileJobs opens every page on jobs whose data is hostile, and fails on any
 // console error, CSP violation, or job data that ran.
 func TestBrowserHostileJobs(t *testing.T) {
-	b := newBrowser(t)
+	path := chromium(t)
 	f := sharedHostile(t)
 	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second; c.ShowArgs = true })
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
+	b := newBrowser(t, path)
+	b.open(srv.URL + "/?token=" + token) // the pages that peek at the DLQ need it
 	r := f.ids["resize"]
-	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/job?id=legacy-1", "/dlq", "/schedules", "/enqueue"} {
+	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/dlq", "/job?id=legacy-1", "/schedules", "/enqueue"} {
 		b.open(srv.URL + p)
 		b.check(p)
+	}
+	b.open(srv.URL + "/job?id=legacy-1")
+	if reason := b.text("#dl-reason"); reason != "unknown_kind" {
+		t.Errorf("the dead letter without a record (from the Dead letters page's peek) says %q", reason)
 	}
 	// The overview refreshes itself and draws its charts from the JSON, without a reload.
 	b.do("overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitReady(chromedp.CSS(`body[data-refreshed]`)))
@@ -246,11 +330,25 @@ func TestBrowserHostileJobs(t *testing.T) {
 	b.check("overview refresh")
 }
 
-// TestBrowserRedriveAll drives the console as an operator would: an action without the token
-// is refused, the read-only console has none, and after signing in, redrive all moves every
-// dead letter back while the worker runs, until the DLQ is empty and the jobs succeeded.
+// postForm submits a POST form built in the page (what a crafted page or a curious operator
+// would send), with the given fields.
+func postForm(b *browser, action string, fields map[string]string) {
+	b.t.Helper()
+	js := `(() => { const f = document.createElement("form"); f.method = "post"; f.action = ` + fmt.Sprintf("%q", action) + `;`
+	for k, v := range fields {
+		js += fmt.Sprintf(`{ const i = document.createElement("input"); i.type = "hidden"; i.name = %q; i.value = %q; f.appendChild(i); }`, k, v)
+	}
+	js += `document.body.appendChild(f); f.submit(); })()`
+	_ = eval[chromedp.Void](b, js)
+}
+
+// TestBrowserRedriveAll drives the console as an operator would: the read-only console offers no
+// action and refuses one posted anyway; without the token, the Dead letters page asks to sign in
+// and an action is refused; after signing in, the pages show the jobs, the schedules and the
+// enqueue form, a schedule is created from its form, and redrive all moves every dead letter
+// back while the worker runs, until the DLQ is empty and the jobs succeeded.
 func TestBrowserRedriveAll(t *testing.T) {
-	b := newBrowser(t)
+	path := chromium(t)
 	f := newFixture(t, fixtureOptions{healable: true})
 	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second })
 	srv := httptest.NewServer(c)
@@ -258,33 +356,55 @@ func TestBrowserRedriveAll(t *testing.T) {
 	ro, _ := f.console(func(c *console.Config) { c.ReadOnly = true; c.Token = "" })
 	roSrv := httptest.NewServer(ro)
 	t.Cleanup(roSrv.Close)
+	b := newBrowser(t, path)
+	dead := f.ids["resize"]
+	stillDead := func(where string) {
+		t.Helper()
+		if st, _ := f.table.Get(context.Background(), dead.Kind, dead.Key); st.State != idempotency.StateDead {
+			t.Fatalf("%s: a refused redrive moved the job: %s", where, st.State)
+		}
+	}
 
-	// Read-only: no action anywhere.
-	for _, p := range []string{"/dlq", "/job?id=" + f.ids["resize"].ID, "/schedules"} {
+	// Read-only: no action anywhere, and one posted anyway is refused.
+	for _, p := range []string{"/dlq", "/job?id=" + dead.ID, "/schedules", "/enqueue"} {
 		b.open(roSrv.URL + p)
 		if forms := eval[int](b, `document.querySelectorAll('form[method="post"]').length`); forms != 0 {
 			t.Errorf("read-only %s has %d action forms", p, forms)
 		}
 	}
+	if msg := b.text("main"); !strings.Contains(msg, "read-only: it does not enqueue") {
+		t.Errorf("the read-only Enqueue page says %q", msg)
+	}
 	b.check("read-only")
+	b.open(roSrv.URL + "/job?id=" + dead.ID)
+	postForm(b, "/job/redrive", map[string]string{"id": dead.ID})
+	b.do("the refused read-only redrive", chromedp.WaitVisible(chromedp.CSS("#page-error")))
+	if msg := b.text("#page-error"); !strings.Contains(msg, "read-only") {
+		t.Errorf("a redrive posted to the read-only console: the page says %q", msg)
+	}
+	b.expectOnly("read-only redrive", "403") // the browser logs the refused POST's 403
+	stillDead("read-only")
 
-	// Without the token: the click is refused and nothing moves.
+	// Without the token: the Dead letters page asks to sign in, and a click on Redrive (the
+	// job's page offers it: the job is dead) is refused.
 	b.open(srv.URL + "/dlq")
-	b.do("click redrive all without the token",
-		chromedp.Click(chromedp.CSS("#redrive-all")),
+	if n := eval[int](b, `document.querySelectorAll('#signin-to-peek').length + document.querySelectorAll('#redrive-all').length * 10`); n != 1 {
+		t.Errorf("the Dead letters page without the token: want a sign-in link and no Redrive all (got %d)", n)
+	}
+	b.expectOnly("dlq without the token", "401")
+	b.open(srv.URL + "/job?id=" + dead.ID)
+	if note := b.text("main"); !strings.Contains(note, "Sign in to see its dead letter") {
+		t.Errorf("the dead job's page without the token says %q", note)
+	}
+	b.do("click redrive without the token",
+		chromedp.Click(chromedp.CSS("#redrive")),
 		chromedp.WaitVisible(chromedp.CSS("#page-error")),
 	)
 	if msg := b.text("#page-error"); !strings.Contains(msg, "needs the console's token") {
 		t.Errorf("without the token the page says %q", msg)
 	}
-	for _, m := range b.seen() { // the browser logs the refused POST's 401 as a failed resource load
-		if !strings.Contains(m, "401") {
-			t.Errorf("without the token: %s", m)
-		}
-	}
-	if st, _ := f.table.Get(context.Background(), f.ids["resize"].Kind, f.ids["resize"].Key); st.State != idempotency.StateDead {
-		t.Fatalf("a refused redrive moved a job: %s", st.State)
-	}
+	b.expectOnly("redrive without the token", "401")
+	stillDead("without the token")
 
 	// Sign in with the link the CLI prints, look around, take the screenshots.
 	b.open(srv.URL + "/?token=" + token)
@@ -298,18 +418,49 @@ func TestBrowserRedriveAll(t *testing.T) {
 		t.Errorf("dead jobs: %q", rows)
 	}
 	b.shot("jobs")
-	b.open(srv.URL + "/job?id=" + f.ids["resize"].ID)
+	b.open(srv.URL + "/job?id=" + dead.ID)
 	if reason := b.text("#dl-reason"); reason != "exhausted" {
 		t.Errorf("the job's dead letter says %q", reason)
 	}
 	b.shot("job")
 	b.open(srv.URL + "/schedules")
+	if empty := b.text("#recurring-empty"); !strings.Contains(empty, "No recurring schedule") {
+		t.Errorf("the Schedules page's recurring list says %q", empty)
+	}
+	if oneTime := b.text("#one-time tbody"); !strings.Contains(oneTime, f.ids["scheduled"].ID) || !strings.Contains(oneTime, "invoice.render") {
+		t.Errorf("the delayed job is not among the one-time schedules: %q", oneTime)
+	}
+	// Create a recurring schedule from the form: it is listed with its next five runs (a rate
+	// without a start date counts from its creation).
+	b.do("create a schedule",
+		chromedp.Click(chromedp.CSS("details summary")),
+		chromedp.SendKeys(chromedp.CSS(`#schedule-form input[name="name"]`), "browser-rollup"),
+		chromedp.SendKeys(chromedp.CSS(`#schedule-form input[name="expression"]`), "rate(15 minutes)"),
+		chromedp.SendKeys(chromedp.CSS(`#schedule-form input[name="kind"]`), "email.send"),
+		chromedp.Click(chromedp.CSS("#create-schedule")),
+		chromedp.WaitVisible(chromedp.CSS("#recurring")),
+	)
+	if row := b.text("#recurring tbody"); !strings.Contains(row, "browser-rollup") || !strings.Contains(row, "rate(15 minutes)") {
+		t.Errorf("the created schedule: %q", row)
+	}
+	if runs := eval[int](b, `document.querySelectorAll('#recurring .run').length`); runs != 5 {
+		t.Errorf("the created rate schedule shows %d next runs, want 5", runs)
+	}
 	b.shot("schedules")
 	b.open(srv.URL + "/enqueue")
+	if fields := eval[string](b, `Array.from(document.querySelectorAll('#enqueue-form [name]')).map(e => e.name).join(",")`); fields != "csrf,kind,args,key,delay,group,max_attempts" {
+		t.Errorf("the Enqueue form's fields: %s", fields)
+	}
+	if args := eval[string](b, `document.querySelector('#enqueue-form textarea[name="args"]').value`); args != "{}" {
+		t.Errorf("the Enqueue form's args start as %q, want {}", args)
+	}
 	b.shot("enqueue")
 	b.open(srv.URL + "/dlq")
 	if rows := b.text("#dead-letters tbody"); strings.Count(rows, "Redrive") != 3 {
 		t.Errorf("dead letters: %q", rows)
+	}
+	if note := b.text("#peek-note"); !strings.Contains(note, "receive count") {
+		t.Errorf("the Dead letters page does not say what a peek does: %q", note)
 	}
 	// The purge button waits for the queue's name.
 	b.do("purge guard", chromedp.SendKeys(chromedp.CSS("#purge-confirm"), "not-the-name"))
@@ -318,6 +469,9 @@ func TestBrowserRedriveAll(t *testing.T) {
 	}
 	b.shot("dead-letters")
 	b.check("signed in")
+	if err := f.sched.Delete(context.Background(), "browser-rollup"); err != nil {
+		t.Error(err)
+	}
 
 	// Redrive all, with the worker running: the progress bar fills, the DLQ empties and the jobs
 	// succeed.
@@ -350,7 +504,7 @@ func TestBrowserRedriveAll(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	b.open(srv.URL + "/job?id=" + f.ids["resize"].ID)
+	b.open(srv.URL + "/job?id=" + dead.ID)
 	if st := b.text("#state"); st != "succeeded" {
 		t.Errorf("the redriven job is %q", st)
 	}

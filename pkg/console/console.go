@@ -42,7 +42,7 @@ type DLQAPI interface {
 // SchedulesAPI is the part of *schedule.Client the console uses.
 type SchedulesAPI interface {
 	Group() string
-	List(ctx context.Context) ([]schedule.Recurring, error)
+	ListPage(ctx context.Context, q schedule.ListQuery) (schedule.RecurringPage, error)
 	Get(ctx context.Context, name string) (schedule.Recurring, error)
 	Upsert(ctx context.Context, r schedule.Recurring) error
 	Delete(ctx context.Context, name string) error
@@ -104,10 +104,20 @@ type Config struct {
 	// every link and form starts with it, and requests outside it get 404. Defaults to "" (the
 	// root). The handler expects the full path: mount it without http.StripPrefix.
 	Prefix string
-	// ReadOnly hides every action and refuses every POST.
+	// ReadOnly hides every action and refuses every POST. A read-only console has no sign-in:
+	// its pages that peek at the DLQ are open to whoever reaches it (cross-site requests
+	// excepted), so put it behind your own authentication.
 	ReadOnly bool
-	// Token is the secret that allows actions. Required unless ReadOnly; NewToken makes one.
+	// Token is the secret that allows actions, and the pages that peek at the DLQ (a peek
+	// counts as a receive of each message and hides it for a moment: see PeekCacheFor).
+	// Required unless ReadOnly; NewToken makes one.
 	Token string
+	// SecureCookie marks the session cookie Secure, so that the browser sends it over HTTPS
+	// only. Set it when the console is served over HTTPS through a proxy that terminates TLS
+	// (the console then sees plain HTTP). Defaults to false: the cookie is Secure only when the
+	// request itself came over TLS (http.Request.TLS). X-Forwarded-Proto is not read: a client
+	// could send it.
+	SecureCookie bool
 	// ShowArgs shows job args and message bodies; by default they are hidden, as the worker's
 	// logs hide them (they may hold personal data).
 	ShowArgs bool
@@ -127,6 +137,13 @@ type Config struct {
 	// PeekLimit is the most dead letters one peek of the Dead letters page reads (it pages
 	// through them), 10-10000. Defaults to 1000.
 	PeekLimit int
+	// PeekCacheFor is how long one peek of the DLQ serves every viewer (the Dead letters page,
+	// the dead letter on a job's page, every tab and reload): a peek receives each message,
+	// which raises its ApproximateReceiveCount and hides it while the peek runs, so the console
+	// takes at most one peek per PeekCacheFor, and concurrent viewers share the one in
+	// progress. A peek that found nothing is not reused (it received nothing). 1s-10m; defaults
+	// to 10 s.
+	PeekCacheFor time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -146,6 +163,7 @@ type Console struct {
 
 	redrive redriveRunner
 	snaps   snapshots
+	peeks   memo[struct{}, *snapshot]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -201,6 +219,12 @@ func New(cfg Config) (*Console, error) {
 	if cfg.PeekLimit < 10 || cfg.PeekLimit > 10000 {
 		return nil, fmt.Errorf("%w: PeekLimit %d is outside 10-10000", ErrConfig, cfg.PeekLimit)
 	}
+	if cfg.PeekCacheFor == 0 {
+		cfg.PeekCacheFor = 10 * time.Second
+	}
+	if cfg.PeekCacheFor < time.Second || cfg.PeekCacheFor > 10*time.Minute {
+		return nil, fmt.Errorf("%w: PeekCacheFor %v is outside 1s-10m", ErrConfig, cfg.PeekCacheFor)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -221,6 +245,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.QueueURL == "" {
 		c.queueName = ""
 	}
+	// An empty peek received nothing, so it changed nothing: the next viewer may peek again.
+	c.peeks.reuse = func(sn *snapshot) bool { return len(sn.msgs) > 0 }
 	if cfg.Token != "" {
 		c.csrf = mac(cfg.Token, "csrf")
 		c.cookieValue = mac(cfg.Token, "session")

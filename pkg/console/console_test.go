@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -55,6 +56,8 @@ func TestPagesShowRealJobsEscaped(t *testing.T) {
 	f := sharedHostile(t)
 	c, _ := f.console(nil)
 	cl := newClient(t, c)
+	cl.signIn()    // the pages that peek at the DLQ need it
+	cl.get("/dlq") // a peek: the job page of a dead letter without a record reads it
 	jobURL := func(r jobRef) string {
 		return "/job?" + url.Values{"kind": {r.Kind}, "key": {r.Key}}.Encode()
 	}
@@ -80,7 +83,7 @@ func TestPagesShowRealJobsEscaped(t *testing.T) {
 		{jobURL(f.ids["cancelled"]), 200, []string{"cancelled"}},
 		{"/job?id=" + f.ids["resize"].ID, 200, []string{"exhausted"}},
 		{"/job?id=legacy-1", 200, []string{"unknown_kind", "no worker is registered"}},
-		{"/job?id=no-such-job", 404, []string{"No job no-such-job was found"}},
+		{"/job?id=no-such-job", 404, []string{"No job no-such-job was found", "found from the Dead letters page"}},
 		{"/dlq", 200, []string{"exhausted", "cancelled", "malformed", "unknown_kind", "payload_mismatch", "Redrive all", "Purge", "6 dead letters"}},
 		{"/schedules", 200, []string{"No recurring schedule", f.ids["scheduled"].ID, "Delayed jobs"}},
 		{"/enqueue", 200, []string{"Enqueue a job", `name="args"`}},
@@ -117,17 +120,22 @@ func TestArgsShownOnlyWithShowArgs(t *testing.T) {
 	f := sharedHostile(t)
 	path := "/job?" + url.Values{"kind": {"image.resize"}, "key": {f.ids["resize"].Key}}.Encode()
 	hidden, _ := f.console(nil)
-	_, body := newClient(t, hidden).get(path)
+	hcl := newClient(t, hidden)
+	hcl.signIn()
+	_, body := hcl.get(path)
 	if strings.Contains(body, "&#34;url&#34;:") || !strings.Contains(body, "hidden (") {
 		t.Error("the args are shown without ShowArgs")
 	}
 	shown, _ := f.console(func(c *console.Config) { c.ShowArgs = true })
-	_, body = newClient(t, shown).get(path)
+	scl := newClient(t, shown)
+	scl.signIn()
+	_, body = scl.get(path)
 	if !strings.Contains(body, "&#34;url&#34;: &#34;s3://photos/broken.jpg &lt;script&gt;window.__xss=1&lt;/script&gt;") {
 		t.Errorf("ShowArgs: the args are not shown, escaped:\n%s", body)
 	}
 	checkSafe(t, path, body)
-	_, body = newClient(t, shown).get("/job?id=legacy-1")
+	scl.get("/dlq")
+	_, body = scl.get("/job?id=legacy-1")
 	if !strings.Contains(body, "&#34;invoice&#34;: 7") {
 		t.Errorf("ShowArgs: the dead letter's body is not shown:\n%s", body)
 	}
@@ -187,6 +195,7 @@ func TestDLQPages(t *testing.T) {
 	f := sharedHostile(t)
 	c, _ := f.console(func(c *console.Config) { c.PageSize = 4 })
 	cl := newClient(t, c)
+	cl.signIn()
 	_, first := cl.get("/dlq")
 	if !strings.Contains(first, "Dead letters 1-4 of 6") || !strings.Contains(first, "next page") {
 		t.Fatalf("first page:\n%s", first)
@@ -320,5 +329,65 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := console.New(console.Config{ReadOnly: true}); err != nil {
 		t.Errorf("read-only without a token: %v", err)
+	}
+}
+
+// TestSessionCookieSecure: the session cookie is Secure over TLS, and with Config.SecureCookie
+// behind a proxy that terminates TLS (the console sees plain HTTP); X-Forwarded-Proto alone,
+// which any client can send, does not make it Secure, nor does it keep it from being so.
+func TestSessionCookieSecure(t *testing.T) {
+	cookie := func(h http.Handler, tls bool, headers ...string) *http.Cookie {
+		t.Helper()
+		srv := httptest.NewUnstartedServer(h)
+		if tls {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/?token="+token, nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		hc := srv.Client()
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "sqsworker_console" {
+				return c
+			}
+		}
+		t.Fatalf("no session cookie (status %d)", resp.StatusCode)
+		return nil
+	}
+	plain, err := console.New(console.Config{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure, err := console.New(console.Config{Token: token, SecureCookie: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		tls     bool
+		headers []string
+		want    bool
+	}{
+		{"plain HTTP", plain, false, nil, false},
+		{"plain HTTP, X-Forwarded-Proto https", plain, false, []string{"X-Forwarded-Proto", "https"}, false},
+		{"TLS", plain, true, nil, true},
+		{"SecureCookie behind a TLS proxy", secure, false, []string{"X-Forwarded-Proto", "https"}, true},
+		{"SecureCookie", secure, false, nil, true},
+	} {
+		c := cookie(tc.h, tc.tls, tc.headers...)
+		if c.Secure != tc.want || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("%s: Secure %v HttpOnly %v SameSite %v, want Secure %v, HttpOnly, Strict", tc.name, c.Secure, c.HttpOnly, c.SameSite, tc.want)
+		}
 	}
 }

@@ -14,20 +14,34 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 )
 
-// dlqRow is one dead letter of the Dead letters page, cleaned for display.
+// dlqRow is one dead letter of the Dead letters page, cleaned for display. JobID is clipped for
+// the table; ID is the whole job id, for the redrive form and the link.
 type dlqRow struct {
-	JobID, Kind, Reason, FailedAt, SentAt, Error, Href string
-	Attempts                                           int
+	ID, JobID, Kind, Reason, FailedAt, SentAt, Error, Href string
+	Attempts                                               int
 }
 
 // snapshot is one peek of the DLQ, paged by the Dead letters page: SQS cannot list a queue, so
 // the console reads up to PeekLimit dead letters at once (making them visible again) and pages
-// through what it read.
+// through what it read. The job page finds a job's dead letter in it.
 type snapshot struct {
-	id    string
-	taken time.Time
-	rows  []dlqRow
-	full  bool // the peek stopped at PeekLimit
+	id      string
+	started time.Time // when the peek began
+	taken   time.Time // when it ended
+	rows    []dlqRow
+	msgs    []dlq.Message // the rows' messages, in the same order
+	full    bool          // the peek stopped at PeekLimit
+	err     error         // the peek stopped early (rows holds what it read)
+}
+
+// find returns the dead letter of jobID in the snapshot.
+func (sn *snapshot) find(jobID string) (dlq.Message, bool) {
+	for _, m := range sn.msgs {
+		if m.JobID == jobID {
+			return m, true
+		}
+	}
+	return dlq.Message{}, false
 }
 
 // snapshots keeps the last few peeks.
@@ -61,8 +75,42 @@ func (s *snapshots) get(id string) *snapshot {
 	return nil
 }
 
+// latest returns the newest kept peek, or nil.
+func (s *snapshots) latest() *snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.list) == 0 {
+		return nil
+	}
+	return s.list[len(s.list)-1]
+}
+
+// peekTimeout bounds one peek of the DLQ.
+const peekTimeout = 2 * time.Minute
+
+// sharedPeek returns a peek of the DLQ taken less than PeekCacheFor ago and begun at or after
+// notBefore, taking one when there is none: every viewer shares one peek per PeekCacheFor, and
+// concurrent viewers the one in progress. A peek that stopped early is returned with its error.
+func (c *Console) sharedPeek(ctx context.Context, notBefore time.Time) (*snapshot, error) {
+	sn, err := c.peeks.get(ctx, struct{}{}, c.cfg.Now, c.cfg.PeekCacheFor, notBefore, peekTimeout, func(pctx context.Context) (*snapshot, error) {
+		pctx, cancel := context.WithCancel(pctx)
+		defer context.AfterFunc(c.ctx, cancel)() // Close stops a peek in progress
+		defer cancel()
+		sn, err := c.peek(pctx)
+		if sn == nil {
+			return nil, err
+		}
+		return sn, nil // sn.err says it stopped early
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sn, sn.err
+}
+
 // peek takes a new snapshot of the DLQ.
 func (c *Console) peek(ctx context.Context) (*snapshot, error) {
+	started := c.cfg.Now()
 	msgs, err := c.cfg.DLQ.Peek(ctx, c.cfg.PeekLimit)
 	if err != nil && len(msgs) == 0 {
 		return nil, err
@@ -77,10 +125,10 @@ func (c *Console) peek(ctx context.Context) (*snapshot, error) {
 		}
 		return msgs[a].MessageID < msgs[b].MessageID
 	})
-	sn := &snapshot{taken: c.cfg.Now(), full: len(msgs) >= c.cfg.PeekLimit}
+	sn := &snapshot{started: started, taken: c.cfg.Now(), full: len(msgs) >= c.cfg.PeekLimit, msgs: msgs, err: err}
 	for _, m := range msgs {
 		row := dlqRow{
-			JobID: clip(orDash(m.JobID), 80), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
+			ID: clean(m.JobID), JobID: clip(orDash(m.JobID), 80), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
 			FailedAt: showTime(m.FailedAt), SentAt: showTime(m.SentAt), Attempts: m.Attempts,
 		}
 		if m.Failure != nil {
@@ -104,12 +152,32 @@ type dlqData struct {
 	From, To    int
 	Full        bool
 	PeekLimit   int
+	PeekEvery   string
 	NextHref    string
 	PrevHref    string
 	FreshHref   string
 	RedriveHref string
 	Running     bool
 	PurgeName   string
+	NeedsSignIn bool
+	InFlight    bool // the peek saw nothing, but the DLQ holds messages (in flight)
+	SignInHref  string
+}
+
+// refuseCrossSite answers a cross-site request for a page that would peek at the DLQ with 403:
+// a page of another site (an <img> pointing here) must not make the console receive messages.
+func (c *Console) refuseCrossSite(w http.ResponseWriter, r *http.Request) bool {
+	if !crossSite(r) {
+		return false
+	}
+	c.log.Warn("console page refused", "path", r.URL.Path, "remote", r.RemoteAddr, "why", "cross-site")
+	c.refuse(w, r, http.StatusForbidden, "Cross-site requests for pages that read the DLQ are refused: open the console yourself.")
+	return true
+}
+
+// signInHref is the sign-in page, back to r's page afterwards.
+func (c *Console) signInHref(r *http.Request) string {
+	return c.link("/signin", url.Values{"next": {r.URL.RequestURI()}})
 }
 
 // dlqPage shows a page of a peek of the DLQ, with redrive and purge.
@@ -121,29 +189,39 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, v)
 		return
 	}
+	if c.refuseCrossSite(w, r) {
+		return
+	}
 	q := r.URL.Query()
-	data := dlqData{Queue: clean(c.dlqName), PurgeName: clean(c.dlqName), PeekLimit: c.cfg.PeekLimit,
+	data := dlqData{Queue: clean(c.dlqName), PurgeName: clean(c.dlqName), PeekLimit: c.cfg.PeekLimit, PeekEvery: c.cfg.PeekCacheFor.String(),
 		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running()}
 	if line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL); line.Visible != nil {
 		data.Depth = strconv.Itoa(*line.Visible + deref(line.InFlight))
 	}
+	if !c.mayReadDLQ(r) {
+		data.NeedsSignIn, data.SignInHref = true, c.signInHref(r)
+		v.Error = "Reading the DLQ needs the console's token: a peek receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console peeks for signed-in operators only."
+		v.Data = data
+		c.render(w, r, http.StatusUnauthorized, v)
+		return
+	}
 	code := http.StatusOK
 	sn := c.snaps.get(q.Get("snap"))
 	if sn == nil && q.Get("snap") != "" {
-		v.Notice = "That peek is no longer kept: this is a new one."
+		v.Notice = "That peek is no longer kept: this is a newer one."
 	}
 	if sn == nil {
 		var err error
-		sn, err = c.peek(r.Context())
+		sn, err = c.sharedPeek(r.Context(), time.Time{})
 		if err != nil && sn == nil {
 			v.Error, code = "Peeking at the DLQ failed: "+clean(err.Error()), http.StatusBadGateway
 			v.Data = data
 			c.render(w, r, code, v)
 			return
 		}
-		if err != nil {
-			v.Error = "The peek stopped early: " + clean(err.Error())
-		}
+	}
+	if sn.err != nil {
+		v.Error = "The peek stopped early: " + clean(sn.err.Error())
 	}
 	page, _ := strconv.Atoi(q.Get("page"))
 	size := c.cfg.PageSize
@@ -152,6 +230,7 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	from, to := (page-1)*size, min(page*size, len(sn.rows))
 	data.Rows, data.Total, data.Full, data.Taken = sn.rows[from:to], len(sn.rows), sn.full, showTime(sn.taken)
 	data.From, data.To = from+1, to
+	data.InFlight = len(sn.rows) == 0 && data.Depth != "" && data.Depth != "0"
 	if page < pages {
 		data.NextHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
 	}

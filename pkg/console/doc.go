@@ -31,8 +31,12 @@
 // only with textContent, and invalid UTF-8 is replaced. Responses carry a strict
 // Content-Security-Policy (scripts and styles from the console's own files only, nothing
 // inline). Job args and message bodies are hidden unless Config.ShowArgs. Reading needs no
-// token; every action needs Config.Token (given once to sign in, kept in an HttpOnly,
-// SameSite=Strict cookie, or sent as an "Authorization: Bearer" header), is a POST with a CSRF
-// token and a cross-origin check, and writes one structured log line (who, what, which job).
-// Config.ReadOnly hides and refuses every action.
+// token, but for the DLQ: a peek is a receive of every message it shows (it raises the
+// message's ApproximateReceiveCount and hides it while the peek runs), so the pages that peek
+// need Config.Token when the console has sign-ins, refuse cross-site requests, and share one
+// peek per Config.PeekCacheFor. Every action needs Config.Token (given once to sign in, kept in
+// an HttpOnly, SameSite=Strict cookie, Secure over TLS or with Config.SecureCookie, or sent as an
+// "Authorization: Bearer" header), is a POST with a CSRF token and a cross-origin check, and
+// writes one structured log line (who, what, which job). Config.ReadOnly hides and refuses
+// every action.
 package console

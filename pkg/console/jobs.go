@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
@@ -231,18 +232,20 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		state = rec.State
 	}
 	var env *jobs.Envelope
-	// The envelope is not kept after the enqueue: it is found in the DLQ (dead jobs, and jobs
-	// without a record) and in the scheduler (scheduled jobs).
+	// The envelope is not kept after the enqueue: it is found in the DLQ (dead jobs) and in the
+	// scheduler (scheduled jobs). The DLQ is read for a dead record only, through the shared
+	// peek (a peek is a receive of every message: see Config.PeekCacheFor); a job without a
+	// record (a body that is no job, an unknown kind) is looked up in the last peek taken, the
+	// one whose row linked here, without a new one.
 	if id != "" && c.cfg.DLQ != nil && (rec == nil || state == idempotency.StateDead) {
-		m, err := c.cfg.DLQ.Show(ctx, id)
-		switch {
-		case errors.Is(err, dlq.ErrNotFound):
-			if state == idempotency.StateDead {
-				data.Notes = append(data.Notes, "Its dead letter is not in the DLQ (redriven, purged, or the record is older than the DLQ's retention).")
-			}
-		case err != nil:
-			data.Notes = append(data.Notes, "Reading the DLQ failed: "+clean(err.Error()))
-		default:
+		if state == idempotency.StateDead && c.refuseCrossSite(w, r) {
+			return
+		}
+		m, found, note := c.deadLetterOf(r, id, rec)
+		if note != "" {
+			data.Notes = append(data.Notes, note)
+		}
+		if found {
 			data.Found = true
 			data.Dead = c.toDeadLetterView(m)
 			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
@@ -277,9 +280,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if !data.Found && code == http.StatusOK {
 		code = http.StatusNotFound
-		v.Error = "No job " + data.Query + " was found in the job table, the DLQ or the scheduler. A job id enqueued in the last second may not be indexed yet; look a key up as KIND/KEY."
+		v.Error = "No job " + data.Query + " was found in the job table or the scheduler. A job id enqueued in the last second may not be indexed yet; look a key up as KIND/KEY. A dead letter without a record (a body that is not a job, an unknown kind) is found from the Dead letters page."
 	}
-	data.CanRedrive = data.Dead != nil && id != "" && c.cfg.DLQ != nil
+	data.CanRedrive = (data.Dead != nil || state == idempotency.StateDead) && id != "" && c.cfg.DLQ != nil
 	data.CanCancel = rec != nil && c.cfg.Producer != nil && (state == idempotency.StateScheduled || state == idempotency.StateQueued)
 	data.CanCopy = env != nil && c.cfg.Producer != nil
 	if data.Found {
@@ -287,6 +290,58 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Data = data
 	c.render(w, r, code, v)
+}
+
+// deadLetterOf finds the dead letter of job id for the job page: for a dead record, in the
+// shared peek (a newer one when the job died after the cached one began), else, when that peek
+// stopped at PeekLimit, with a scan of the DLQ (dlq.Show); for a job without a record, in the
+// last peek taken, without a new one. note explains what was not
+// found, or why the DLQ was not read (sign in).
+func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m dlq.Message, found bool, note string) {
+	if !c.mayReadDLQ(r) {
+		if rec == nil {
+			return dlq.Message{}, false, ""
+		}
+		return dlq.Message{}, false, "Sign in to see its dead letter: reading the DLQ receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console reads it for signed-in operators only."
+	}
+	if rec == nil {
+		if sn := c.snaps.latest(); sn != nil {
+			if m, ok := sn.find(id); ok {
+				return m, true, "Its dead letter as peeked at " + showTime(sn.taken) + "."
+			}
+		}
+		return dlq.Message{}, false, ""
+	}
+	sn, err := c.sharedPeek(r.Context(), time.Time{})
+	if sn == nil {
+		return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
+	}
+	if m, ok := sn.find(id); ok {
+		return m, true, ""
+	}
+	// The job died after the cached peek began: take a newer one (shared, as every peek), for a
+	// recent death only, so that a record's clock ahead of the console's cannot make every view
+	// peek.
+	if sn.started.Before(rec.UpdatedAt) && c.cfg.Now().Sub(rec.UpdatedAt) < time.Minute {
+		if newer, err := c.sharedPeek(r.Context(), sn.started.Add(time.Nanosecond)); newer != nil {
+			sn = newer
+			if m, ok := sn.find(id); ok {
+				return m, true, ""
+			}
+		} else {
+			return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
+		}
+	}
+	if sn.full || sn.err != nil {
+		m, err := c.cfg.DLQ.Show(r.Context(), id)
+		switch {
+		case err == nil:
+			return m, true, ""
+		case !errors.Is(err, dlq.ErrNotFound):
+			return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
+		}
+	}
+	return dlq.Message{}, false, "Its dead letter is not in the DLQ (redriven, purged, or the record is older than the DLQ's retention)."
 }
 
 func toRecordView(j status.Job) *recordView {

@@ -7,10 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/sqsworker/sqsworker/pkg/jobs"
-	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -37,10 +34,9 @@ type scheduleForm struct {
 type schedulesData struct {
 	Group     string
 	Rows      []scheduleRow
-	Total     int
-	From, To  int
 	NextHref  string
-	PrevHref  string
+	FirstHref string
+	Paged     bool
 	Jobs      []jobScheduleRow
 	JobsNext  string
 	JobsFirst string
@@ -73,18 +69,16 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 	if formErr != "" {
 		v.Error = formErr
 	}
-	list, err := c.cfg.Schedules.List(ctx)
+	// One page of ListSchedules at a time, and a GetSchedule for each schedule of the page only.
+	rp, err := c.cfg.Schedules.ListPage(ctx, schedule.ListQuery{Limit: min(c.cfg.PageSize, 100), PageToken: q.Get("page")})
 	if err != nil {
 		v.Error, code = "Listing the recurring schedules failed: "+clean(err.Error()), http.StatusBadGateway
+		if q.Get("page") != "" {
+			v.Error += " (a page link from long ago may have expired: start again from the first page)"
+		}
 	}
 	now := c.cfg.Now()
-	page, _ := strconv.Atoi(q.Get("page"))
-	size := c.cfg.PageSize
-	pages := max(1, (len(list)+size-1)/size)
-	page = min(max(page, 1), pages)
-	from, to := (page-1)*size, min(page*size, len(list))
-	data.Total, data.From, data.To = len(list), from+1, to
-	for _, s := range list[from:to] {
+	for _, s := range rp.Schedules {
 		row := scheduleRow{
 			Name: clean(s.Name), Expression: clean(s.Expression), Timezone: clean(s.Timezone), Kind: clean(s.Kind),
 			Description: clip(s.Description, 120), State: "enabled", Disabled: s.Disabled,
@@ -102,20 +96,18 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 			switch expr, err := schedule.Parse(s.Expression); {
 			case s.Disabled:
 				row.NextNote = "none while disabled"
-			case err == nil && expr.Kind() == schedule.KindRate && s.Start.IsZero():
-				row.NextNote = "counted from its creation (a rate without a start date)"
+			case err == nil && expr.Kind() == schedule.KindRate && s.Start.IsZero() && s.Created.IsZero():
+				row.NextNote = "unknown: a rate without a start date counts from its creation, which the scheduler did not say"
 			default:
 				row.NextNote = "none left"
 			}
 		}
 		data.Rows = append(data.Rows, row)
 	}
-	if page < pages {
-		data.NextHref = c.link("/schedules", url.Values{"page": {strconv.Itoa(page + 1)}})
+	if rp.NextPageToken != "" {
+		data.NextHref = c.link("/schedules", url.Values{"page": {rp.NextPageToken}})
 	}
-	if page > 1 {
-		data.PrevHref = c.link("/schedules", url.Values{"page": {strconv.Itoa(page - 1)}})
-	}
+	data.Paged, data.FirstHref = q.Get("page") != "", c.path("/schedules")
 	jp, err := c.cfg.Schedules.ListJobs(ctx, schedule.JobListQuery{Limit: min(c.cfg.PageSize, 100), PageToken: q.Get("jobs")})
 	if err != nil {
 		data.JobsError = "Listing the delayed jobs' schedules failed: " + clean(err.Error())
@@ -135,47 +127,36 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 	c.render(w, r, code, v)
 }
 
-// parseScheduleForm checks the create form before any AWS call, with the rules of
-// `sqsworker schedules put` (the schedule client checks the rest).
+// formLabels name the create form's fields, for schedule.CheckRecurring's errors.
+var formLabels = map[string]string{
+	"Name": "Name", "Expression": "Expression", "Timezone": "Time zone", "Start": "Start",
+	"FlexibleWindow": "Flexible window", "Kind": "Kind", "Args": "Args", "MaxAttempts": "Max attempts",
+	"GroupID": "Message group", "Description": "Description",
+}
+
+// parseScheduleForm reads the create form and checks it before any AWS call with
+// schedule.CheckRecurring, the check of Upsert and of `sqsworker schedules put` (the schedule
+// client checks the queue's part, a FIFO queue's message group).
 func parseScheduleForm(f scheduleForm) (schedule.Recurring, error) {
-	rec := schedule.Recurring{Name: f.Name, Timezone: f.Timezone, Kind: f.Kind, Disabled: f.Disabled, GroupID: f.Group, Description: f.Description}
-	if rec.Name == "" {
-		return rec, errors.New("name: a schedule needs a name, 1-64 characters of letters, digits, '-', '_' and '.'")
-	}
-	if strings.HasPrefix(rec.Name, "sqsworker-") {
-		return rec, errors.New(`name: names starting with "sqsworker-" are one-time schedules of delayed jobs, not recurring schedules`)
-	}
-	expr, err := schedule.Parse(strings.TrimSpace(f.Expression))
-	if err != nil {
-		return rec, fmt.Errorf("expression: %v", strings.TrimPrefix(err.Error(), schedule.ErrInvalidExpression.Error()+" "))
-	}
-	rec.Expression = expr.String()
-	if err := jobs.ValidateKind(rec.Kind); err != nil {
-		return rec, fmt.Errorf("kind: %v", err)
-	}
-	args := f.Args
-	if strings.TrimSpace(args) == "" {
-		args = "{}"
-	}
-	if err := producer.CheckArgsJSON("args", []byte(args)); err != nil {
-		return rec, err
-	}
-	rec.Args = []byte(args)
-	if rec.Timezone == "" {
-		rec.Timezone = "UTC"
-	}
-	if rec.Timezone == "Local" {
-		return rec, fmt.Errorf("time zone %q: want an IANA time zone name, such as UTC or Europe/Paris", rec.Timezone)
-	}
-	if _, err := time.LoadLocation(rec.Timezone); err != nil {
-		return rec, fmt.Errorf("time zone %q is not an IANA time zone name (such as UTC or Europe/Paris)", rec.Timezone)
-	}
+	rec := schedule.Recurring{Name: f.Name, Expression: f.Expression, Timezone: f.Timezone, Kind: f.Kind, Args: []byte(f.Args),
+		Disabled: f.Disabled, GroupID: f.Group, Description: f.Description}
 	if m := strings.TrimSpace(f.MaxAttempts); m != "" {
 		n, err := strconv.Atoi(m)
 		if err != nil || n < 1 {
-			return rec, fmt.Errorf("max attempts %q: must be a whole number, at least 1", m)
+			return rec, fmt.Errorf("Max attempts %q: must be a whole number, at least 1", m)
 		}
 		rec.MaxAttempts = n
+	}
+	if err := schedule.CheckRecurring(&rec); err != nil {
+		var fe *schedule.FieldError
+		if errors.As(err, &fe) {
+			label := formLabels[fe.Field]
+			if label == "" {
+				label = fe.Field
+			}
+			return rec, fmt.Errorf("%s %s", label, fe.Problem)
+		}
+		return rec, err
 	}
 	return rec, nil
 }

@@ -104,6 +104,12 @@ var _ CloudWatchAPI = (*cloudwatch.Client)(nil)
 // with GetMetricData, and the queues' ApproximateAgeOfOldestMessage from the AWS/SQS namespace.
 // The kinds are found with ListMetrics (metrics with data in the last two weeks); at most
 // MaxKinds of them are charted.
+//
+// GetMetricData is billed per metric requested ($0.01 per 1,000 in us-east-1), so every answer
+// is reused for CacheFor (a minute by default: the metrics are per minute), whoever asks: every
+// tab and viewer of a console share one set of calls, and concurrent callers share the call in
+// progress. With K kinds, an overview left open costs one ListMetrics call and 4·K + 2 metrics
+// a minute (docs/CONSOLE.md works it out per day). It is safe for concurrent use.
 type CloudWatchStats struct {
 	// CloudWatch is the CloudWatch client. Required.
 	CloudWatch CloudWatchAPI
@@ -114,6 +120,46 @@ type CloudWatchStats struct {
 	Queue string
 	// DLQ is the dead-letter queue's name, for its oldest message's age.
 	DLQ string
+	// CacheFor is how long an answer (the kinds found, a window's rates, a queue's oldest age)
+	// is reused. Defaults to 1 minute, CloudWatch's resolution for these metrics; a longer one
+	// costs less.
+	CacheFor time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+
+	series memo[string, [][]cwtypes.Dimension]
+	rates  memo[RatesQuery, Rates]
+	ages   memo[QueueRole, oldestAge]
+}
+
+// oldestAge is a cached OldestAge answer.
+type oldestAge struct {
+	age time.Duration
+	ok  bool
+}
+
+// cloudWatchTimeout bounds one shared CloudWatch read.
+const cloudWatchTimeout = time.Minute
+
+func (s *CloudWatchStats) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *CloudWatchStats) ttl() time.Duration {
+	if s.CacheFor > 0 {
+		return s.CacheFor
+	}
+	return time.Minute
+}
+
+func (s *CloudWatchStats) namespace() string {
+	if s.Namespace == "" {
+		return metrics.DefaultNamespace
+	}
+	return s.Namespace
 }
 
 // MaxKinds is the most kinds CloudWatchStats charts (the first, by name).
@@ -123,7 +169,7 @@ const MaxKinds = 100
 const maxQueriesPerCall = 500
 
 // Rates implements Stats: the Sum of each metric per bucket, summed over the Service
-// dimension's values.
+// dimension's values. An answer is reused for CacheFor.
 func (s *CloudWatchStats) Rates(ctx context.Context, q RatesQuery) (Rates, error) {
 	if err := q.check(); err != nil {
 		return Rates{}, err
@@ -134,10 +180,19 @@ func (s *CloudWatchStats) Rates(ctx context.Context, q RatesQuery) (Rates, error
 	if q.Step%time.Minute != 0 {
 		return Rates{}, fmt.Errorf("console: CloudWatch periods are whole minutes, not %v", q.Step)
 	}
-	ns := s.Namespace
-	if ns == "" {
-		ns = metrics.DefaultNamespace
-	}
+	q.Start = q.Start.UTC() // one cache key per instant
+	return s.rates.get(ctx, q, s.now, s.ttl(), time.Time{}, cloudWatchTimeout, func(ctx context.Context) (Rates, error) {
+		series, err := s.series.get(ctx, "", s.now, s.ttl(), time.Time{}, cloudWatchTimeout, s.listSeries)
+		if err != nil {
+			return Rates{}, err
+		}
+		return s.readRates(ctx, q, series)
+	})
+}
+
+// listSeries finds the dimensions of every kind's metrics with ListMetrics.
+func (s *CloudWatchStats) listSeries(ctx context.Context) ([][]cwtypes.Dimension, error) {
+	ns := s.namespace()
 	// Every batch document carries every count (zeros included), so the kinds that have
 	// JobsSucceeded are every kind the worker saw.
 	var series [][]cwtypes.Dimension
@@ -148,7 +203,7 @@ func (s *CloudWatchStats) Rates(ctx context.Context, q RatesQuery) (Rates, error
 			Dimensions: []cwtypes.DimensionFilter{{Name: aws.String(metrics.DimensionQueue), Value: aws.String(s.Queue)}},
 		})
 		if err != nil {
-			return Rates{}, fmt.Errorf("console: list the worker's metrics: %w", err)
+			return nil, fmt.Errorf("console: list the worker's metrics: %w", err)
 		}
 		for _, m := range out.Metrics {
 			if dimension(m.Dimensions, metrics.DimensionKind) != "" && dimension(m.Dimensions, metrics.DimensionQueue) == s.Queue {
@@ -162,6 +217,12 @@ func (s *CloudWatchStats) Rates(ctx context.Context, q RatesQuery) (Rates, error
 	sort.SliceStable(series, func(i, j int) bool {
 		return dimension(series[i], metrics.DimensionKind) < dimension(series[j], metrics.DimensionKind)
 	})
+	return series, nil
+}
+
+// readRates reads the rates of the series with GetMetricData.
+func (s *CloudWatchStats) readRates(ctx context.Context, q RatesQuery, series [][]cwtypes.Dimension) (Rates, error) {
+	ns := s.namespace()
 	byKind := map[string]*KindRates{}
 	var kinds []string
 	type target struct {
@@ -242,7 +303,7 @@ func (s *CloudWatchStats) Rates(ctx context.Context, q RatesQuery) (Rates, error
 }
 
 // OldestAge implements Stats with AWS/SQS ApproximateAgeOfOldestMessage: the latest one-minute
-// Maximum of the last 15 minutes.
+// Maximum of the last 15 minutes. An answer is reused for CacheFor.
 func (s *CloudWatchStats) OldestAge(ctx context.Context, queue QueueRole) (time.Duration, bool, error) {
 	name := s.Queue
 	if queue == DeadLetterQueue {
@@ -251,7 +312,16 @@ func (s *CloudWatchStats) OldestAge(ctx context.Context, queue QueueRole) (time.
 	if name == "" || s.CloudWatch == nil {
 		return 0, false, nil
 	}
-	now := time.Now()
+	a, err := s.ages.get(ctx, queue, s.now, s.ttl(), time.Time{}, cloudWatchTimeout, func(ctx context.Context) (oldestAge, error) {
+		age, ok, err := s.readOldestAge(ctx, name)
+		return oldestAge{age, ok}, err
+	})
+	return a.age, a.ok, err
+}
+
+// readOldestAge reads a queue's ApproximateAgeOfOldestMessage.
+func (s *CloudWatchStats) readOldestAge(ctx context.Context, name string) (time.Duration, bool, error) {
+	now := s.now()
 	out, err := s.CloudWatch.GetMetricData(ctx, &cloudwatch.GetMetricDataInput{
 		StartTime: aws.Time(now.Add(-15 * time.Minute)), EndTime: aws.Time(now),
 		ScanBy: cwtypes.ScanByTimestampDescending,

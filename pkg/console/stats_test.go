@@ -2,6 +2,11 @@ package console_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,13 +100,26 @@ func sum(v []float64) float64 {
 	return s
 }
 
-// fakeCloudWatch answers as CloudWatch does: one datum per period, at the period's start.
+// fakeCloudWatch answers as CloudWatch does: one datum per period, at the period's start. It
+// counts the ListMetrics calls and the metrics GetMetricData is asked for (what AWS bills).
 type fakeCloudWatch struct {
-	start   time.Time
+	start time.Time
+
+	mu      sync.Mutex
+	lists   int
 	queries int
 }
 
+func (f *fakeCloudWatch) counts() (lists, queries int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists, f.queries
+}
+
 func (f *fakeCloudWatch) ListMetrics(_ context.Context, in *cloudwatch.ListMetricsInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.ListMetricsOutput, error) {
+	f.mu.Lock()
+	f.lists++
+	f.mu.Unlock()
 	dims := func(kind string) []cwtypes.Dimension {
 		return []cwtypes.Dimension{{Name: aws.String("Service"), Value: aws.String("svc")},
 			{Name: aws.String("Queue"), Value: in.Dimensions[0].Value}, {Name: aws.String("Kind"), Value: aws.String(kind)}}
@@ -114,8 +132,10 @@ func (f *fakeCloudWatch) ListMetrics(_ context.Context, in *cloudwatch.ListMetri
 
 func (f *fakeCloudWatch) GetMetricData(_ context.Context, in *cloudwatch.GetMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.GetMetricDataOutput, error) {
 	out := &cloudwatch.GetMetricDataOutput{}
+	f.mu.Lock()
+	f.queries += len(in.MetricDataQueries)
+	f.mu.Unlock()
 	for _, q := range in.MetricDataQueries {
-		f.queries++
 		v := 1.0
 		if aws.ToString(q.MetricStat.Metric.MetricName) == metrics.MetricJobsDeadLettered {
 			v = 4
@@ -141,5 +161,57 @@ func TestCloudWatchStatsBuckets(t *testing.T) {
 	k := r.Kinds[0]
 	if k.Succeeded[1] != 1 || k.Succeeded[10] != 2 || sum(k.Succeeded) != 3 || k.DeadLettered[1] != 4 || k.DeadLettered[10] != 8 {
 		t.Errorf("buckets %+v (a datum outside the window must be left out)", k)
+	}
+}
+
+// TestCloudWatchStatsCached: the overview's refreshes, from any number of tabs, share one
+// ListMetrics listing and one GetMetricData read per window and per queue for CacheFor (a minute
+// by default), concurrent ones included; once it has passed, the next refresh reads again.
+func TestCloudWatchStatsCached(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	fake := &fakeCloudWatch{start: start}
+	var now atomic.Int64
+	now.Store(start.Add(50 * time.Minute).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	s := &console.CloudWatchStats{CloudWatch: fake, Queue: "q", DLQ: "q-dlq", Now: clock}
+	c, err := console.New(console.Config{Stats: s, Token: token, Now: clock, Logger: slog.New(slog.DiscardHandler),
+		QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q", DLQURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q-dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c)
+	refresh := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if code, body := cl.get("/api/overview"); code != http.StatusOK || !strings.Contains(body, `"kind":"a.kind"`) {
+					t.Errorf("/api/overview: %d %s", code, body)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// One listing is two ListMetrics pages; one read is 2 kinds × 4 metrics, plus one metric per
+	// queue for the oldest message's age.
+	const lists, reads = 2, 2*4 + 2
+	refresh(10) // ten tabs at once
+	refresh(1)
+	now.Add(int64(59 * time.Second))
+	refresh(3)
+	if l, q := fake.counts(); l != lists || q != reads {
+		t.Errorf("14 refreshes within a minute: %d ListMetrics calls and %d metrics read, want %d and %d", l, q, lists, reads)
+	}
+	now.Add(int64(2 * time.Second)) // the minute has passed
+	refresh(4)
+	if l, q := fake.counts(); l != 2*lists || q != 2*reads {
+		t.Errorf("after a minute: %d ListMetrics calls and %d metrics read, want %d and %d", l, q, 2*lists, 2*reads)
+	}
+	// Another window is another read, the listing is shared.
+	if code, _ := cl.get("/api/overview?window=24h"); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	if l, q := fake.counts(); l != 2*lists || q != 2*reads+8 {
+		t.Errorf("the day window: %d ListMetrics calls and %d metrics read, want %d and %d", l, q, 2*lists, 2*reads+8)
 	}
 }

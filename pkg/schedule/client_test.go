@@ -30,8 +30,12 @@ const (
 
 var testNow = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-// fakeScheduler is an in-memory EventBridge Scheduler: it stores the standard shapes, returns
-// AWS's typed errors and pages ListSchedules two at a time.
+// testCreated is the CreationDate the fake gives every schedule.
+var testCreated = testNow.Add(-36 * time.Hour)
+
+// fakeScheduler is an in-memory EventBridge Scheduler: it stores the standard shapes (with a
+// CreationDate), returns AWS's typed errors and pages ListSchedules two at a time (fewer when
+// MaxResults asks for fewer).
 type fakeScheduler struct {
 	mu        sync.Mutex
 	schedules map[string]*scheduler.GetScheduleOutput // group/name
@@ -39,6 +43,7 @@ type fakeScheduler struct {
 	updates   []*scheduler.UpdateScheduleInput
 	deletes   int
 	gets      int
+	lists     int
 	failWith  error // returned by every call when set
 }
 
@@ -70,7 +75,7 @@ func (f *fakeScheduler) CreateSchedule(_ context.Context, in *scheduler.CreateSc
 		Description: in.Description, ScheduleExpression: in.ScheduleExpression,
 		ScheduleExpressionTimezone: in.ScheduleExpressionTimezone, StartDate: in.StartDate, EndDate: in.EndDate,
 		FlexibleTimeWindow: in.FlexibleTimeWindow, ActionAfterCompletion: in.ActionAfterCompletion,
-		State: in.State, Target: in.Target,
+		State: in.State, Target: in.Target, CreationDate: aws.Time(testCreated),
 	}
 	return &scheduler.CreateScheduleOutput{ScheduleArn: aws.String(arn)}, nil
 }
@@ -92,7 +97,7 @@ func (f *fakeScheduler) UpdateSchedule(_ context.Context, in *scheduler.UpdateSc
 		Description: in.Description, ScheduleExpression: in.ScheduleExpression,
 		ScheduleExpressionTimezone: in.ScheduleExpressionTimezone, StartDate: in.StartDate, EndDate: in.EndDate,
 		FlexibleTimeWindow: in.FlexibleTimeWindow, ActionAfterCompletion: in.ActionAfterCompletion,
-		State: in.State, Target: in.Target,
+		State: in.State, Target: in.Target, CreationDate: s.CreationDate,
 	}
 	return &scheduler.UpdateScheduleOutput{ScheduleArn: s.Arn}, nil
 }
@@ -130,8 +135,13 @@ func (f *fakeScheduler) GetSchedule(_ context.Context, in *scheduler.GetSchedule
 func (f *fakeScheduler) ListSchedules(_ context.Context, in *scheduler.ListSchedulesInput, _ ...func(*scheduler.Options)) (*scheduler.ListSchedulesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	if f.failWith != nil {
 		return nil, f.failWith
+	}
+	n := 2
+	if in.MaxResults != nil && int(*in.MaxResults) < n {
+		n = int(*in.MaxResults)
 	}
 	var keys []string
 	for k, s := range f.schedules {
@@ -145,15 +155,15 @@ func (f *fakeScheduler) ListSchedules(_ context.Context, in *scheduler.ListSched
 		fmt.Sscan(*in.NextToken, &start)
 	}
 	out := &scheduler.ListSchedulesOutput{}
-	for i := start; i < len(keys) && i < start+2; i++ {
+	for i := start; i < len(keys) && i < start+n; i++ {
 		s := f.schedules[keys[i]]
 		out.Schedules = append(out.Schedules, types.ScheduleSummary{
 			Arn: s.Arn, Name: s.Name, GroupName: s.GroupName, State: s.State,
 			Target: &types.TargetSummary{Arn: s.Target.Arn},
 		})
 	}
-	if start+2 < len(keys) {
-		out.NextToken = aws.String(fmt.Sprint(start + 2))
+	if start+n < len(keys) {
+		out.NextToken = aws.String(fmt.Sprint(start + n))
 	}
 	return out, nil
 }

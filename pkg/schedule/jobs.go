@@ -160,16 +160,23 @@ func (c *Client) ListJobs(ctx context.Context, q JobListQuery) (JobPage, error) 
 }
 
 // NextRuns returns up to n occurrences of the recurring schedule r after after, in order: none
-// when it is disabled, has ended, or is a rate without a Start (a rate then counts from the
-// schedule's creation time, which Get does not read). Occurrences before r.Start are skipped;
-// the first may be r.Start itself.
+// when it is disabled or has ended. Occurrences before r.Start are skipped; the first may be
+// r.Start itself. A rate counts its periods from r.Start, else from r.Created (EventBridge
+// Scheduler starts a rate without a start date at once, when it is created, as the local
+// Dispatcher does); a rate with neither has no known occurrences.
 func NextRuns(r Recurring, after time.Time, n int) []time.Time {
 	if r.Disabled || n <= 0 {
 		return nil
 	}
 	expr, err := Parse(r.Expression)
-	if err != nil || expr.Kind() == KindRate && r.Start.IsZero() {
+	if err != nil {
 		return nil
+	}
+	anchor := r.Start
+	if expr.Kind() == KindRate && anchor.IsZero() {
+		if anchor = r.Created; anchor.IsZero() {
+			return nil
+		}
 	}
 	loc, err := time.LoadLocation(r.Timezone)
 	if err != nil {
@@ -180,7 +187,7 @@ func NextRuns(r Recurring, after time.Time, n int) []time.Time {
 	}
 	var out []time.Time
 	for len(out) < n {
-		next, ok := expr.Next(after, loc, r.Start)
+		next, ok := expr.Next(after, loc, anchor)
 		if !ok || !r.End.IsZero() && !next.Before(r.End) {
 			break
 		}

@@ -103,7 +103,11 @@ func TestNextRuns(t *testing.T) {
 		{"cron in a time zone", schedule.Recurring{Expression: "cron(0 9 * * ? *)", Timezone: "Europe/Paris"}, []time.Time{day(2, 8), day(3, 8), day(4, 8)}},
 		{"ended", schedule.Recurring{Expression: "cron(0 2 * * ? *)", Timezone: "UTC", End: day(3, 3)}, []time.Time{day(2, 2), day(3, 2)}},
 		{"not started", schedule.Recurring{Expression: "rate(1 day)", Timezone: "UTC", Start: day(5, 0)}, []time.Time{day(5, 0), day(6, 0), day(7, 0)}},
-		{"rate without a start", schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC"}, nil},
+		{"rate without a start counts from its creation", schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC", Created: now.Add(-90*time.Minute + 7*time.Second)},
+			[]time.Time{now.Add(30*time.Minute + 7*time.Second), now.Add(90*time.Minute + 7*time.Second), now.Add(150*time.Minute + 7*time.Second)}},
+		{"rate created later than after", schedule.Recurring{Expression: "rate(1 day)", Timezone: "UTC", Created: day(3, 5)}, []time.Time{day(3, 5), day(4, 5), day(5, 5)}},
+		{"rate with a start ignores its creation", schedule.Recurring{Expression: "rate(1 day)", Timezone: "UTC", Start: day(5, 0), Created: day(1, 7)}, []time.Time{day(5, 0), day(6, 0), day(7, 0)}},
+		{"rate without a start or a creation time", schedule.Recurring{Expression: "rate(1 hour)", Timezone: "UTC"}, nil},
 		{"disabled", schedule.Recurring{Expression: "cron(0 2 * * ? *)", Timezone: "UTC", Disabled: true}, nil},
 	}
 	for _, tc := range tests {

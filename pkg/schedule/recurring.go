@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,8 +30,13 @@ type Recurring struct {
 	// Timezone is the IANA time zone cron and at expressions are evaluated in. Defaults to "UTC".
 	Timezone string
 	// Start and End bound the occurrences (Scheduler's StartDate and EndDate); zero means
-	// unbounded. A rate counts its periods from Start, or from the schedule's creation.
+	// unbounded. A rate counts its periods from Start, or from the schedule's creation
+	// (Created).
 	Start, End time.Time
+	// Created is when the schedule was created (Scheduler's CreationDate), as Get and List read
+	// it back; Upsert ignores it. A rate without Start fires first at its creation and then
+	// every period after it, so NextRuns counts such a rate from Created.
+	Created time.Time
 	// FlexibleWindow lets Scheduler fire up to this long after each occurrence (whole minutes,
 	// 1m-24h), spreading the load. Defaults to 0: fire at the occurrence.
 	FlexibleWindow time.Duration
@@ -138,56 +143,14 @@ func parseRecurringInput(name, input string) (t templateFields, ok bool) {
 		t.Key == name+"@"+AttrScheduledTime
 }
 
-// normalize validates r and fills its defaults (Timezone, Args compacted).
+// normalize validates r and fills its defaults (CheckRecurring), and checks its message group
+// against the client's queue (required on a FIFO queue).
 func (r *Recurring) normalize(c *Client) error {
-	if err := validateName("recurring schedule name", r.Name); err != nil {
+	if err := CheckRecurring(r); err != nil {
 		return err
-	}
-	if strings.HasPrefix(r.Name, reservedPrefix) {
-		return invalidf("recurring schedule name %q: the prefix %q is reserved for one-time job schedules", r.Name, reservedPrefix)
-	}
-	expr, err := Parse(r.Expression)
-	if err != nil {
-		return fmt.Errorf("%w: recurring schedule %s: %w", ErrInvalid, r.Name, err)
-	}
-	r.Expression = expr.String()
-	if r.Timezone == "" {
-		r.Timezone = "UTC"
-	}
-	if len(r.Timezone) > 50 {
-		return invalidf("recurring schedule %s: time zone %.32q… is longer than 50 characters", r.Name, r.Timezone)
-	}
-	if _, err := time.LoadLocation(r.Timezone); err != nil || r.Timezone == "Local" {
-		return invalidf("recurring schedule %s: time zone %q is not an IANA time zone name (e.g. Europe/Paris)", r.Name, r.Timezone)
-	}
-	if !r.Start.IsZero() && !r.End.IsZero() && !r.Start.Before(r.End) {
-		return invalidf("recurring schedule %s: start %s is not before end %s", r.Name, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339))
-	}
-	if r.FlexibleWindow != 0 && (r.FlexibleWindow < time.Minute || r.FlexibleWindow > MaxFlexibleWindow || r.FlexibleWindow%time.Minute != 0) {
-		return invalidf("recurring schedule %s: flexible window %s is not whole minutes between 1m and 24h", r.Name, r.FlexibleWindow)
-	}
-	if err := jobs.ValidateKind(r.Kind); err != nil {
-		return fmt.Errorf("%w: recurring schedule %s: %w", ErrInvalid, r.Name, err)
-	}
-	if len(bytes.TrimSpace(r.Args)) == 0 {
-		r.Args = json.RawMessage(`{}`)
-	}
-	var args bytes.Buffer
-	if err := json.Compact(&args, r.Args); err != nil {
-		return invalidf("recurring schedule %s: args are not valid JSON: %v", r.Name, err)
-	}
-	if args.Len() < 2 || args.Bytes()[0] != '{' {
-		return invalidf("recurring schedule %s: args must be a JSON object, not %.40s", r.Name, args.String())
-	}
-	r.Args = args.Bytes()
-	if r.MaxAttempts < 0 {
-		return invalidf("recurring schedule %s: max attempts %d is negative", r.Name, r.MaxAttempts)
 	}
 	if err := c.validateGroupID(r.GroupID); err != nil {
 		return fmt.Errorf("recurring schedule %s: %w", r.Name, err)
-	}
-	if n := len([]rune(r.Description)); n > MaxDescriptionLength {
-		return invalidf("recurring schedule %s: description is %d characters long, the limit is %d", r.Name, n, MaxDescriptionLength)
 	}
 	return nil
 }
@@ -201,9 +164,6 @@ func (c *Client) Upsert(ctx context.Context, r Recurring) error {
 		return err
 	}
 	input := recurringInput(&r)
-	if len(input) > MaxInputBytes {
-		return invalidf("recurring schedule %s: the job template is %d bytes, above EventBridge Scheduler's target input limit of %d bytes (256 KB)", r.Name, len(input), MaxInputBytes)
-	}
 	in := &scheduler.CreateScheduleInput{
 		Name:                       aws.String(r.Name),
 		GroupName:                  aws.String(c.group),
@@ -286,15 +246,7 @@ func (c *Client) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-func (c *Client) validateRecurringName(name string) error {
-	if err := validateName("recurring schedule name", name); err != nil {
-		return err
-	}
-	if strings.HasPrefix(name, reservedPrefix) {
-		return invalidf("recurring schedule name %q: the prefix %q is reserved for one-time job schedules", name, reservedPrefix)
-	}
-	return nil
-}
+func (c *Client) validateRecurringName(name string) error { return CheckName(name) }
 
 // Get reads the recurring schedule name back (decoding its target's job template). Defaults
 // come back filled in (Timezone "UTC", Args at least {}). A schedule that does not exist gives
@@ -353,6 +305,9 @@ func (c *Client) fromSchedule(out *scheduler.GetScheduleOutput) (Recurring, bool
 	if out.EndDate != nil {
 		r.End = out.EndDate.UTC()
 	}
+	if out.CreationDate != nil {
+		r.Created = out.CreationDate.UTC()
+	}
 	if w := out.FlexibleTimeWindow; w != nil && w.Mode == types.FlexibleTimeWindowModeFlexible && w.MaximumWindowInMinutes != nil {
 		r.FlexibleWindow = time.Duration(*w.MaximumWindowInMinutes) * time.Minute
 	}
@@ -362,19 +317,62 @@ func (c *Client) fromSchedule(out *scheduler.GetScheduleOutput) (Recurring, bool
 	return r, true
 }
 
-// List returns the client's recurring schedules, sorted by name: the schedules of its group
-// whose target is its queue and whose input is a recurring job template (one-time job
-// schedules and other producers' schedules are left out). It reads each schedule (one
-// GetSchedule per schedule of the queue).
-func (c *Client) List(ctx context.Context) ([]Recurring, error) {
+// ListQuery selects the page of recurring schedules ListPage returns.
+type ListQuery struct {
+	// Limit is the most schedules in the page, 1-100 (ListSchedules' largest page). Defaults to
+	// 50.
+	Limit int
+	// PageToken continues a listing: the NextPageToken of the previous page. Empty for the first.
+	PageToken string
+}
+
+// RecurringPage is one page of ListPage.
+type RecurringPage struct {
+	// Schedules are the page's recurring schedules, sorted by name within the page.
+	Schedules []Recurring
+	// NextPageToken continues the listing (Scheduler's NextToken); empty when there is nothing
+	// more.
+	NextPageToken string
+}
+
+// maxListCalls bounds the ListSchedules calls of one ListPage: a group full of one-time job
+// schedules (which a page leaves out) yields a short page with a NextPageToken instead of a
+// scan of the whole group.
+const maxListCalls = 20
+
+// getConcurrency is how many GetSchedule calls ListPage makes at a time.
+const getConcurrency = 8
+
+// ListPage returns one page of the client's recurring schedules: the schedules of its group
+// whose target is its queue and whose input is a recurring job template (one-time job schedules
+// and other producers' schedules are left out). It pages ListSchedules by its NextToken, asking
+// each call for no more names than the page still needs, and reads only the page's schedules
+// (one GetSchedule each). A page may hold fewer than Limit schedules, even none, and still have
+// a NextPageToken: the group's one-time schedules of delayed jobs take room in ListSchedules'
+// pages, and a schedule deleted between the two calls is left out.
+//
+// A backend that ignores MaxResults (the embedded emulator returns up to 100 schedules of any
+// group, in no order, and no NextToken) gives one page of whatever it returns.
+func (c *Client) ListPage(ctx context.Context, q ListQuery) (RecurringPage, error) {
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 1 || limit > 100:
+		return RecurringPage{}, invalidf("ListQuery.Limit %d is outside 1-100", limit)
+	}
+	token := q.PageToken
 	var names []string
-	p := scheduler.NewListSchedulesPaginator(c.api, &scheduler.ListSchedulesInput{GroupName: aws.String(c.group)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("schedule: list schedules of group %s: %w", c.group, err)
+	for calls := 0; ; calls++ {
+		in := &scheduler.ListSchedulesInput{GroupName: aws.String(c.group), MaxResults: aws.Int32(int32(limit - len(names)))}
+		if token != "" {
+			in.NextToken = aws.String(token)
 		}
-		for _, s := range page.Schedules {
+		out, err := c.api.ListSchedules(ctx, in)
+		if err != nil {
+			return RecurringPage{}, fmt.Errorf("schedule: list schedules of group %s: %w", c.group, err)
+		}
+		for _, s := range out.Schedules {
 			name := aws.ToString(s.Name)
 			// Some backends ignore the group filter: check it again.
 			if g := aws.ToString(s.GroupName); g != "" && g != c.group {
@@ -388,18 +386,57 @@ func (c *Client) List(ctx context.Context) ([]Recurring, error) {
 			}
 			names = append(names, name)
 		}
+		token = aws.ToString(out.NextToken)
+		if token == "" || len(names) >= limit || calls+1 >= maxListCalls {
+			break
+		}
 	}
 	sort.Strings(names)
-	list := make([]Recurring, 0, len(names))
-	for _, name := range names {
-		r, err := c.get(ctx, name)
-		if errors.Is(err, ErrNotFound) { // deleted meanwhile, or not ours
-			continue
+	got := make([]Recurring, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, getConcurrency)
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			got[i], errs[i] = c.get(ctx, name)
+		})
+	}
+	wg.Wait()
+	page := RecurringPage{Schedules: make([]Recurring, 0, len(names)), NextPageToken: token}
+	for i := range names {
+		switch {
+		case errors.Is(errs[i], ErrNotFound): // deleted meanwhile, or not ours
+		case errs[i] != nil:
+			return RecurringPage{}, errs[i]
+		default:
+			page.Schedules = append(page.Schedules, got[i])
 		}
+	}
+	return page, nil
+}
+
+// List returns every recurring schedule of the client, sorted by name: ListPage's pages, one
+// after the other. It reads each schedule (one GetSchedule per schedule of the queue); to show
+// a group with many schedules, page through it with ListPage.
+func (c *Client) List(ctx context.Context) ([]Recurring, error) {
+	var list []Recurring
+	q := ListQuery{Limit: 100}
+	for {
+		page, err := c.ListPage(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		list = append(list, r)
+		list = append(list, page.Schedules...)
+		if page.NextPageToken == "" {
+			break
+		}
+		if page.NextPageToken == q.PageToken {
+			return nil, fmt.Errorf("schedule: list schedules of group %s: the backend returned the same NextToken twice", c.group)
+		}
+		q.PageToken = page.NextPageToken
 	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	return list, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +150,7 @@ func TestUpsertCreatesThenUpdatesAndGetRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Created = testCreated // Get reads CreationDate back; Upsert ignores the field
 	if !reflect.DeepEqual(got, r) {
 		t.Errorf("Get =\n%+v\nwant\n%+v", got, r)
 	}
@@ -170,7 +173,7 @@ func TestUpsertCreatesThenUpdatesAndGetRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2.Timezone, r2.Args = "UTC", json.RawMessage(`{}`)
+	r2.Timezone, r2.Args, r2.Created = "UTC", json.RawMessage(`{}`), testCreated
 	if !reflect.DeepEqual(got, r2) {
 		t.Errorf("after the update Get =\n%+v\nwant\n%+v", got, r2)
 	}
@@ -225,7 +228,9 @@ func TestListFiltersAndOwnership(t *testing.T) {
 	var names []string
 	for _, r := range list {
 		names = append(names, r.Name)
-		if want := nightly(r.Name); !reflect.DeepEqual(r, want) {
+		want := nightly(r.Name)
+		want.Created = testCreated
+		if !reflect.DeepEqual(r, want) {
 			t.Errorf("List item %+v, want %+v", r, want)
 		}
 	}
@@ -270,14 +275,14 @@ func TestRecurringValidation(t *testing.T) {
 		{"long name", c, func(r *schedule.Recurring) { r.Name = strings.Repeat("n", 65) }, "limit is 64"},
 		{"name character", c, func(r *schedule.Recurring) { r.Name = "daily/report" }, `'/'`},
 		{"reserved name", c, func(r *schedule.Recurring) { r.Name = "sqsworker-job-x" }, "reserved"},
-		{"no expression", c, func(r *schedule.Recurring) { r.Expression = "" }, "invalid expression"},
-		{"bad expression", c, func(r *schedule.Recurring) { r.Expression = "every day" }, "invalid expression"},
-		{"bad cron", c, func(r *schedule.Recurring) { r.Expression = "cron(0 3 * * * *)" }, "invalid expression"},
+		{"no expression", c, func(r *schedule.Recurring) { r.Expression = "" }, "expression is empty"},
+		{"bad expression", c, func(r *schedule.Recurring) { r.Expression = "every day" }, `expression "every day": want at(...)`},
+		{"bad cron", c, func(r *schedule.Recurring) { r.Expression = "cron(0 3 * * * *)" }, `expression "cron(0 3 * * * *)": cron day-of-week`},
 		{"bad time zone", c, func(r *schedule.Recurring) { r.Timezone = "Mars/Olympus" }, "IANA"},
 		{"local time zone", c, func(r *schedule.Recurring) { r.Timezone = "Local" }, "IANA"},
 		{"start after end", c, func(r *schedule.Recurring) {
 			r.Start, r.End = testNow.Add(time.Hour), testNow
-		}, "not before end"},
+		}, "is not before the end"},
 		{"window too long", c, func(r *schedule.Recurring) { r.FlexibleWindow = 1441 * time.Minute }, "flexible window"},
 		{"window not minutes", c, func(r *schedule.Recurring) { r.FlexibleWindow = 90 * time.Second }, "flexible window"},
 		{"window negative", c, func(r *schedule.Recurring) { r.FlexibleWindow = -time.Minute }, "flexible window"},
@@ -334,6 +339,12 @@ func TestRecurringOnEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CreationDate comes back (the emulator keeps whole seconds).
+	if now := time.Now(); got.Created.IsZero() || got.Created.Before(now.Add(-time.Minute)) || got.Created.After(now.Add(time.Second)) {
+		t.Errorf("Created = %v, want about %v", got.Created, now)
+	}
+	created := got.Created
+	r.Created = created
 	if !reflect.DeepEqual(got, r) {
 		t.Errorf("Get =\n%+v\nwant\n%+v", got, r)
 	}
@@ -343,6 +354,24 @@ func TestRecurringOnEmulator(t *testing.T) {
 	}
 	if got, err = c.Get(ctx, name); err != nil || !reflect.DeepEqual(got, r) {
 		t.Errorf("after the update Get =\n%+v, %v\nwant\n%+v", got, err, r)
+	}
+	// A rate without a start date counts from the schedule's creation: its next runs are known.
+	r.Expression, r.Disabled = "rate(7 minutes)", false
+	if err := c.Upsert(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = c.Get(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	runs := schedule.NextRuns(got, now, 5)
+	if len(runs) != 5 {
+		t.Fatalf("NextRuns of %s without a start = %v, want 5 runs counted from its creation %v", got.Expression, runs, created)
+	}
+	for i, run := range runs {
+		if !run.After(now) || run.Sub(created)%(7*time.Minute) != 0 || i > 0 && run.Sub(runs[i-1]) != 7*time.Minute || i == 0 && run.Sub(now) > 7*time.Minute {
+			t.Errorf("run %d = %v: want creation %v + a multiple of 7m, the first within 7m of %v", i, run, created, now)
+		}
 	}
 	// A one-time job on the same queue is not listed.
 	if _, err := c.ScheduleJob(ctx, testEnvelope(jobs.NewID()), time.Now().Add(time.Hour), ""); err != nil {
@@ -360,5 +389,128 @@ func TestRecurringOnEmulator(t *testing.T) {
 	}
 	if _, err := c.Get(ctx, name); !errors.Is(err, schedule.ErrNotFound) {
 		t.Errorf("Get after Delete = %v, want ErrNotFound", err)
+	}
+}
+
+// TestListPageReadsOnlyItsPage: ListPage pages ListSchedules by NextToken, asks for no more than
+// the page still needs, and reads (GetSchedule) only the page's schedules; walking the pages
+// lists every recurring schedule once, and one-time job schedules, another queue's schedules and
+// other producers' schedules are left out.
+func TestListPageReadsOnlyItsPage(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	ctx := context.Background()
+	c := newClient(t, fake, nil)
+	var want []string
+	for i := range 11 {
+		name := fmt.Sprintf("r%02d", (i*7)%11) // created out of order
+		if err := c.Upsert(ctx, nightly(name)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+	}
+	sort.Strings(want)
+	for i := range 5 {
+		if _, err := c.ScheduleJob(ctx, testEnvelope(fmt.Sprintf("j%d", i)), testNow.Add(time.Hour), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newClient(t, fake, func(c *schedule.Config) { c.QueueARN = testQueue + "-2" }).Upsert(ctx, nightly("r05-other-queue")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	token, pages := "", 0
+	for {
+		fake.mu.Lock()
+		gets0 := fake.gets
+		fake.mu.Unlock()
+		page, err := c.ListPage(ctx, schedule.ListQuery{Limit: 3, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		fake.mu.Lock()
+		gets := fake.gets - gets0
+		fake.mu.Unlock()
+		if len(page.Schedules) > 3 || gets > 3 {
+			t.Errorf("page %d: %d schedules after %d GetSchedule calls, want at most 3 of each", pages, len(page.Schedules), gets)
+		}
+		for i, r := range page.Schedules {
+			if i > 0 && page.Schedules[i-1].Name >= r.Name {
+				t.Errorf("page %d is not sorted by name: %s before %s", pages, page.Schedules[i-1].Name, r.Name)
+			}
+			if !r.Created.Equal(testCreated) || r.Kind != "reports.nightly" {
+				t.Errorf("listed %+v", r)
+			}
+			got = append(got, r.Name)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+		if pages > 20 {
+			t.Fatal("the listing never ends")
+		}
+	}
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) || pages < 4 {
+		t.Errorf("walked %v in %d pages, want %v in at least 4", got, pages, want)
+	}
+	all, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range all {
+		names = append(names, r.Name)
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("List = %v, want %v", names, want)
+	}
+	for _, limit := range []int{-1, 101} {
+		if _, err := c.ListPage(ctx, schedule.ListQuery{Limit: limit}); !errors.Is(err, schedule.ErrInvalid) {
+			t.Errorf("Limit %d: %v, want ErrInvalid", limit, err)
+		}
+	}
+}
+
+func TestCheckRecurring(t *testing.T) {
+	t.Parallel()
+	r := schedule.Recurring{Name: "n", Expression: " rate(1 hour) ", Kind: "a.b", Args: json.RawMessage(" { \"x\" : 1 } ")}
+	if err := schedule.CheckRecurring(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Expression != "rate(1 hour)" || r.Timezone != "UTC" || string(r.Args) != `{"x":1}` {
+		t.Errorf("defaults not filled: %+v", r)
+	}
+	r = schedule.Recurring{Name: "n", Expression: "rate(1 hour)", Kind: "a.b"}
+	if err := schedule.CheckRecurring(&r); err != nil || string(r.Args) != "{}" {
+		t.Errorf("empty args: %v, %s", err, r.Args)
+	}
+	for _, tc := range []struct {
+		mod     func(*schedule.Recurring)
+		field   string
+		problem string
+	}{
+		{func(r *schedule.Recurring) { r.Name = "" }, "Name", "is empty"},
+		{func(r *schedule.Recurring) { r.Name = "sqsworker-x" }, "Name", `"sqsworker-x": names starting with "sqsworker-" are one-time schedules of delayed jobs`},
+		{func(r *schedule.Recurring) { r.Expression = "" }, "Expression", "is empty"},
+		{func(r *schedule.Recurring) { r.Expression = "cron(0 2 * * * *)" }, "Expression", `"cron(0 2 * * * *)": cron day-of-week`},
+		{func(r *schedule.Recurring) { r.Timezone = "Mars/Olympus" }, "Timezone", `"Mars/Olympus" is not an IANA time zone name`},
+		{func(r *schedule.Recurring) { r.Kind = "A" }, "Kind", `"A": character 'A' at 0 is not allowed`},
+		{func(r *schedule.Recurring) { r.Args = json.RawMessage("[1]") }, "Args", "is a JSON array: want a JSON object"},
+		{func(r *schedule.Recurring) { r.MaxAttempts = -2 }, "MaxAttempts", "-2 is negative"},
+		{func(r *schedule.Recurring) { r.GroupID = "a b" }, "GroupID", "is not allowed (printable ASCII only)"},
+		{func(r *schedule.Recurring) { r.FlexibleWindow = 30 * time.Second }, "FlexibleWindow", "30s: want whole minutes"},
+		{func(r *schedule.Recurring) {
+			r.Start, r.End = testNow, testNow.Add(-time.Hour)
+		}, "Start", "2026-11-29T10:00:00Z is not before the end, 2026-11-29T09:00:00Z"},
+	} {
+		r := schedule.Recurring{Name: "n", Expression: "rate(1 hour)", Kind: "a.b"}
+		tc.mod(&r)
+		err := schedule.CheckRecurring(&r)
+		var fe *schedule.FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, schedule.ErrInvalid) || fe.Field != tc.field || !strings.HasPrefix(fe.Problem, tc.problem) && !strings.Contains(fe.Problem, tc.problem) {
+			t.Errorf("%s: CheckRecurring = %#v, want a FieldError for %s saying %q", tc.field, err, tc.field, tc.problem)
+		}
 	}
 }
