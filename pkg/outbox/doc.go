@@ -37,9 +37,15 @@
 // FIFO queues: an entry is not claimed while an earlier pending entry of its message group is
 // unsent (claimed or waiting for a retry), and [producer.Producer.Send] sends the entries of a
 // group one request after another, stopping the group at its first failure. Each group is
-// delivered in commit order; other groups are not held up. A dead entry no longer holds its group
-// back, as SQS moves a FIFO message that exhausted its receives to the DLQ and goes on. The
-// entries behind a failed one are released: no attempt spent, available again at once.
+// delivered in commit order; other groups are not held up. The entries behind a failed one are
+// released: no attempt spent, available again at once.
+//
+// Dead entries, a decision: a dead entry no longer holds its group back, as SQS moves a FIFO
+// message that exhausted its receives to the DLQ and delivers the rest of its group. Order holds
+// among the entries that are sent; an entry a person retries ([Inspector.Retry]) after it died
+// is sent after the later entries of its group that went meanwhile. For strict order instead,
+// set RelayConfig.MaxAttempts so high that an entry never dies in practice (a failing entry
+// holds its group while it waits for its retries) and alarm on the oldest pending entry.
 //
 // An entry delayed beyond what SQS's DelaySeconds holds (15 minutes; any delay on a FIFO queue)
 // needs a producer with a Scheduler. A relay whose producer has none defers such an entry, with

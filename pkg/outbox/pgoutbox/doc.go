@@ -32,12 +32,21 @@
 // that crashed leaves its rows to the others once locked_until has passed: they are sent
 // again, with the same job ids, and the worker's idempotency runs their side effects once.
 //
-// FIFO queues: a row is claimed only when every earlier pending row of its message group is
-// claimed in the same statement (or dead), checked against the rows the statement actually
-// locked, so concurrent relays never hold two rows of one group and each group reaches SQS in
-// insertion order (for transactions that do not overlap, their commit order). Other groups are
-// not held up; a dead row no longer holds its group. A transaction-scoped advisory try-lock per
-// group keeps concurrent claims on different groups.
+// FIFO queues: EnqueueTx first takes a transaction-scoped advisory lock for each FIFO message
+// group it writes to (pg_advisory_xact_lock, the groups of a batch in one fixed order), and
+// only then inserts, so two transactions writing to one group are serialized: the second waits
+// in EnqueueTx until the first has committed or rolled back, and a group's insertion order
+// (seq) is its commit order. A claim skips a group while such a transaction is open (its
+// try-lock on the same key fails), and claims a row only when every earlier pending row of its
+// group is claimed in the same statement (or dead), checked against the rows the statement
+// actually locked. So concurrent relays never hold two rows of one group, and each group
+// reaches SQS in commit order. Other groups are not held up; a dead row no longer holds its
+// group (the decision is explained in package outbox). The lock is what the business
+// transaction pays: an EnqueueTx on a FIFO group waits for every other open transaction that
+// wrote to that group, as long as it stays open. Keep such transactions short, and write a
+// transaction's FIFO jobs in one EnqueueBatchTx (two transactions that call EnqueueTx for
+// groups a and b in opposite orders can deadlock, and PostgreSQL then aborts one of them).
+// Jobs of standard queues take no lock.
 //
 // Latency: pgxoutbox.Listener LISTENs on a dedicated connection and is the relay's Wake; polling
 // (RelayConfig.PollInterval) is the fallback, and the only way behind a pooler in transaction

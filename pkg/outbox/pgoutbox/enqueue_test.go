@@ -185,6 +185,24 @@ func TestEnqueueBatchTx(t *testing.T) {
 	}
 }
 
+// Only a transaction is a pgoutbox.Tx: *sql.DB and *sql.Conn have ExecContext too, but would
+// commit the job on their own, outside the business transaction.
+func TestTxIsOnlyATransaction(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"*sql.Tx", (*sql.Tx)(nil), true},
+		{"*sql.DB", (*sql.DB)(nil), false},
+		{"*sql.Conn", (*sql.Conn)(nil), false},
+	} {
+		if _, ok := tt.v.(pgoutbox.Tx); ok != tt.want {
+			t.Errorf("%s implements pgoutbox.Tx: %v, want %v", tt.name, ok, tt.want)
+		}
+	}
+}
+
 func TestNewAndEnqueueTxReject(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -17,8 +17,15 @@ import (
 // Tx is what EnqueueTx needs of the caller's transaction: *sql.Tx implements it (with any
 // database/sql driver: pgx's stdlib, lib/pq), and pgxoutbox.Tx adapts a pgx.Tx. The
 // statements EnqueueTx runs take only text parameters, so any PostgreSQL driver works.
+//
+// EnqueueTx calls only ExecContext. Commit and Rollback are in the interface so that only a
+// transaction satisfies it: a *sql.DB or *sql.Conn (which have ExecContext but run each
+// statement in a transaction of its own) would write the job outside the business
+// transaction, committed whatever becomes of the business write.
 type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	Commit() error
+	Rollback() error
 }
 
 var _ Tx = (*sql.Tx)(nil)
@@ -63,7 +70,10 @@ type Outbox struct {
 	now       func() time.Time
 	lockSpace int32 // the advisory-lock space of this table's FIFO groups
 
-	insertSQL, claimSQL, claimIDsSQL, completeSQL string
+	// insertSQL[0] inserts a batch of standard rows, insertSQL[1] one with FIFO rows (it takes
+	// their groups' locks first).
+	insertSQL                          [2]string
+	claimSQL, claimIDsSQL, completeSQL string
 }
 
 var (
@@ -191,11 +201,15 @@ func (o *Outbox) insert(ctx context.Context, tx Tx, entries []outbox.Entry) erro
 		return nil
 	}
 	rows := make([]rowIn, len(entries))
+	fifo := 0
 	for i := range entries {
 		e := &entries[i]
 		m := &e.Message
 		if m.ID == "" || m.Body == "" || m.QueueURL == "" {
 			return fmt.Errorf("pgoutbox: %w: entry %d has no id, body or queue URL", outbox.ErrInvalid, i)
+		}
+		if strings.HasSuffix(m.QueueURL, ".fifo") {
+			fifo = 1
 		}
 		attrs, err := encodeAttributes(m.Attributes)
 		if err != nil {
@@ -213,7 +227,7 @@ func (o *Outbox) insert(ctx context.Context, tx Tx, entries []outbox.Entry) erro
 	if o.notify {
 		args = append(args, o.channel)
 	}
-	if _, err := tx.ExecContext(ctx, o.insertSQL, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, o.insertSQL[fifo], args...); err != nil {
 		return fmt.Errorf("pgoutbox: insert %d jobs into %s: %w", len(rows), o.table, err)
 	}
 	return nil

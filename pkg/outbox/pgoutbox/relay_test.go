@@ -186,10 +186,14 @@ func TestLeaseExpiryTakeOverAndLateWriteBack(t *testing.T) {
 	}
 }
 
-// FIFO order per group under concurrency: writers commit rows of eight groups while four
-// relays claim and send them through a link that fails a fifth of the entries (a failed entry
-// waits for its retry, and its group waits with it). Each group reaches SQS — the emulator's
-// FIFO queue — in commit order, every row once.
+// FIFO order per group under concurrency: four writers commit rows to eight groups at once
+// (each transaction adds a row to two groups picked at random, so writers overlap on the same
+// groups) while four relays claim and send them through a link that fails a fifth of the
+// entries (a failed entry waits for its retry, and its group waits with it). Each group reaches
+// SQS — the emulator's FIFO queue — in commit order, every row once. The commit order is
+// recorded by the writers themselves: after EnqueueBatchTx each transaction increments its
+// groups' counters (a row lock held until its commit), so a group's counter values are its
+// commit order.
 func TestFIFOOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -203,7 +207,18 @@ func TestFIFOOrderUnderConcurrency(t *testing.T) {
 	}}
 	p := newProducer(t, flaky, stack.QueueURL)
 	o, db, _ := newOutbox(t, pgoutbox.Config{Producer: p})
-	const groups, perGroup = 8, 30
+	const groups, writers, txPerWriter = 8, 4, 30
+	for _, q := range []string{`CREATE TABLE group_commits (g text PRIMARY KEY, n integer NOT NULL DEFAULT 0)`,
+		`CREATE TABLE commit_order (job_id text PRIMARY KEY, g text NOT NULL, n integer NOT NULL)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g := range groups {
+		if _, err := db.Exec(`INSERT INTO group_commits (g) VALUES ($1)`, fmt.Sprintf("g%d", g)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rctx, stop := context.WithCancel(ctx)
 	var relays sync.WaitGroup
 	for i := range 4 {
@@ -214,73 +229,102 @@ func TestFIFOOrderUnderConcurrency(t *testing.T) {
 		}
 		relays.Go(func() { _ = r.Run(rctx) })
 	}
-	var writers sync.WaitGroup
-	for w := range 4 {
-		writers.Go(func() {
-			// Writer w owns groups w and w+4: each transaction adds the next row of both.
-			for n := range perGroup {
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			pick := rand.New(rand.NewPCG(uint64(w), 7))
+			for n := range txPerWriter {
+				a, b := pick.IntN(groups), pick.IntN(groups-1)
+				if b >= a {
+					b++
+				}
+				pair := []string{fmt.Sprintf("g%d", min(a, b)), fmt.Sprintf("g%d", max(a, b))}
 				inTx(t, db, func(tx *sql.Tx) error {
 					var reqs []producer.Request
-					for _, g := range []int{w, w + 4} {
-						group := fmt.Sprintf("g%d", g)
-						reqs = append(reqs, producer.Request{Args: orderArgs{Order: "o", Group: group, N: n}, Options: []producer.Option{producer.WithGroupID(group)}})
+					for _, group := range pair {
+						reqs = append(reqs, producer.Request{Args: orderArgs{Order: fmt.Sprintf("w%d-%d", w, n), Group: group},
+							Options: []producer.Option{producer.WithGroupID(group)}})
 					}
-					_, err := o.EnqueueBatchTx(ctx, tx, reqs)
-					return err
+					msgs, err := o.EnqueueBatchTx(ctx, tx, reqs)
+					if err != nil {
+						return err
+					}
+					for i, group := range pair {
+						var seq int
+						if err := tx.QueryRowContext(ctx, `UPDATE group_commits SET n = n + 1 WHERE g = $1 RETURNING n`, group).Scan(&seq); err != nil {
+							return err
+						}
+						if _, err := tx.ExecContext(ctx, `INSERT INTO commit_order VALUES ($1, $2, $3)`, msgs[i].ID, group, seq); err != nil {
+							return err
+						}
+					}
+					return nil
 				})
 			}
 		})
 	}
-	writers.Wait()
+	wg.Wait()
 	waitFor(t, "the relays to empty the outbox", func() bool { return rowCount(t, db, o) == 0 })
 	stop()
 	relays.Wait()
 
-	checkOrder := func(what string, groupN []struct {
+	type commit struct {
 		group string
 		n     int
-	}) {
+	}
+	commits := map[string]commit{}
+	total := map[string]int{}
+	rows, err := db.Query(`SELECT job_id, g, n FROM commit_order`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var c commit
+		if err := rows.Scan(&id, &c.group, &c.n); err != nil {
+			t.Fatal(err)
+		}
+		commits[id] = c
+		total[c.group]++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(commits) != writers*txPerWriter*2 {
+		t.Fatalf("%d commits recorded, want %d", len(commits), writers*txPerWriter*2)
+	}
+	checkOrder := func(what string, ids []string) {
 		t.Helper()
 		next := map[string]int{}
-		for _, x := range groupN {
-			if x.n != next[x.group] {
-				t.Errorf("%s: group %s got row %d, want %d", what, x.group, x.n, next[x.group])
+		for _, id := range ids {
+			c, ok := commits[id]
+			if !ok {
+				t.Errorf("%s: job %s was never committed", what, id)
+				continue
 			}
-			next[x.group] = x.n + 1
+			if c.n != next[c.group]+1 {
+				t.Errorf("%s: group %s got its commit %d after %d", what, c.group, c.n, next[c.group])
+			}
+			next[c.group] = c.n
 		}
-		for g := range groups {
-			if group := fmt.Sprintf("g%d", g); next[group] != perGroup {
-				t.Errorf("%s: group %s ended at row %d, want %d", what, group, next[group], perGroup)
+		for group, n := range total {
+			if next[group] != n {
+				t.Errorf("%s: group %s ended at commit %d, want %d", what, group, next[group], n)
 			}
 		}
 	}
-	var sentOrder []struct {
-		group string
-		n     int
-	}
+	var sentIDs []string
 	for _, s := range flaky.sent() {
-		env, _ := jobs.ParseEnvelope(s.Body)
-		a := argsOf(t, env)
-		sentOrder = append(sentOrder, struct {
-			group string
-			n     int
-		}{a.Group, a.N})
+		sentIDs = append(sentIDs, s.JobID)
 	}
-	checkOrder("sent", sentOrder)
-	_, order := received(t, client, stack.QueueURL, groups*perGroup, 60*time.Second)
-	var recvOrder []struct {
-		group string
-		n     int
-	}
+	checkOrder("sent", sentIDs)
+	_, order := received(t, client, stack.QueueURL, len(commits), 60*time.Second)
+	var recvIDs []string
 	for _, env := range order {
-		a := argsOf(t, env)
-		recvOrder = append(recvOrder, struct {
-			group string
-			n     int
-		}{a.Group, a.N})
+		recvIDs = append(recvIDs, env.ID)
 	}
-	checkOrder("received", recvOrder)
-	t.Logf("%d entries rejected on the way", int(flaky.entries.Load())-len(flaky.sent()))
+	checkOrder("received", recvIDs)
+	t.Logf("%d entries rejected on the way; rows per group %v", int(flaky.entries.Load())-len(flaky.sent()), total)
 }
 
 func argsOf(t testing.TB, env jobs.Envelope) orderArgs {
@@ -350,6 +394,15 @@ func TestPoisonRowIsDeadAndBlocksOnlyItsGroup(t *testing.T) {
 	seen, order := received(t, client, stack.QueueURL, 5, 60*time.Second)
 	if len(order) != 5 || len(seen) != 5 || seen[poison] != 1 {
 		t.Errorf("received %v, want the 5 jobs once each", seen)
+	}
+	// The documented cost of letting a group go on past its dead entry: the retried poison
+	// arrives after its successor.
+	pos := map[string]int{}
+	for i, env := range order {
+		pos[env.ID] = i
+	}
+	if pos[poison] < pos[after] {
+		t.Errorf("the retried poison arrived at %d, before its successor (%d): a dead row held its group", pos[poison], pos[after])
 	}
 }
 

@@ -1,6 +1,9 @@
 package pgoutbox
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // columns are what every read returns, in scanEntry's order.
 const columns = `seq, id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, state,
@@ -9,18 +12,44 @@ const columns = `seq, id, queue_url, kind, job_key, group_id, dedup_id, body, at
 // The statements, with {T} for the table. Every parameter is text, an integer or a timestamp
 // (arrays travel as one JSON text), so that any database/sql driver can run them.
 const (
-	// $1 the rows as a JSON array, $2 the channel.
-	insertSQL = `WITH ins AS (
-	INSERT INTO {T} (id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at)
-	SELECT x.id, x.queue_url, x.kind, x.job_key, x.group_id, x.dedup_id, x.body, x.attributes, x.run_at,
-		coalesce(x.created_at, now()), coalesce(x.available_at, x.created_at, now())
-	FROM ROWS FROM (json_to_recordset($1::json) AS (id text, queue_url text, kind text, job_key text, group_id text,
-		dedup_id text, body text, attributes jsonb, run_at timestamptz, created_at timestamptz, available_at timestamptz))
-		WITH ORDINALITY AS x(id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at, ord)
-	ORDER BY x.ord
+	// The insert: $1 the rows as a JSON array, $2 the channel (with notify). {INS} is
+	// insertRowsSQL, with RETURNING 1 when the channel is notified.
+	insertSQL = `WITH {LOCKS}ins AS (
+{INS}
 	RETURNING 1
 )
 SELECT pg_notify($2, '') FROM (SELECT 1 FROM ins LIMIT 1) AS n`
+	insertNoNotifySQL = `{WITHLOCKS}{INS}`
+
+	// The rows, in the batch's order. {FROM} is "locks, " when the batch has FIFO rows: the
+	// insert then reads its rows only after fifoLocksSQL took every lock, so every row's seq
+	// is drawn under its group's lock.
+	insertRowsSQL = `INSERT INTO {T} (id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at)
+	SELECT x.id, x.queue_url, x.kind, x.job_key, x.group_id, x.dedup_id, x.body, x.attributes, x.run_at,
+		coalesce(x.created_at, now()), coalesce(x.available_at, x.created_at, now())
+	FROM {FROM}ROWS FROM (json_to_recordset($1::json) AS (id text, queue_url text, kind text, job_key text, group_id text,
+		dedup_id text, body text, attributes jsonb, run_at timestamptz, created_at timestamptz, available_at timestamptz))
+		WITH ORDINALITY AS x(id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at, ord)
+	ORDER BY x.ord`
+
+	// The FIFO groups' writer locks: pg_advisory_xact_lock({SPACE}, hashtext(group_key)) for
+	// each FIFO group of the batch (the key is the group_key column's expression), in the
+	// order of the lock keys, so that two batches never wait for each other in a cycle. The
+	// locks are held until the caller's transaction ends: a second transaction writing to one
+	// of the groups waits for it here, before it draws a seq, so a group's seq order is its
+	// commit order; and a claim's try-lock on the same key skips the group meanwhile. The
+	// outer count(*) returns one row only after every lock is taken (volatile functions in a
+	// select list run after its ORDER BY).
+	fifoLocksSQL = `locks AS MATERIALIZED (
+	SELECT count(*) AS n FROM (
+		SELECT pg_advisory_xact_lock({SPACE}, k.h) FROM (
+			SELECT DISTINCT hashtext(g.queue_url || ' ' || coalesce(g.group_id, '')) AS h
+			FROM json_to_recordset($1::json) AS g(queue_url text, group_id text)
+			WHERE right(g.queue_url, 5) = '.fifo'
+		) AS k
+		ORDER BY k.h
+	) AS l
+)`
 
 	// The claim, in one statement (so in one short transaction). $1 now, $2 max, $3 owner,
 	// $4 until, $5 the table's advisory-lock space; IDS is replaced by a filter on the ids of
@@ -96,9 +125,19 @@ func (o *Outbox) buildSQL() {
 	t := func(s string) string {
 		return strings.NewReplacer("{T}", o.table, "{COLUMNS}", prefixedColumns).Replace(s)
 	}
-	o.insertSQL = t(insertSQL)
-	if !o.notify {
-		o.insertSQL = o.insertSQL[len("WITH ins AS (\n"):strings.Index(o.insertSQL, "\n\tRETURNING 1")]
+	space := strconv.Itoa(int(o.lockSpace))
+	locks := strings.ReplaceAll(fifoLocksSQL, "{SPACE}", space)
+	for _, fifo := range []bool{false, true} {
+		rows, with, withNotify := strings.ReplaceAll(insertRowsSQL, "{FROM}", ""), "", ""
+		if fifo {
+			rows = strings.ReplaceAll(insertRowsSQL, "{FROM}", "locks, ")
+			with, withNotify = "WITH "+locks+"\n", locks+", "
+		}
+		q := strings.NewReplacer("{WITHLOCKS}", with, "{INS}", rows).Replace(insertNoNotifySQL)
+		if o.notify {
+			q = strings.NewReplacer("{LOCKS}", withNotify, "{INS}", rows).Replace(insertSQL)
+		}
+		o.insertSQL[boolIndex(fifo)] = t(q)
 	}
 	ids := strings.NewReplacer("O_IDS", "", "E_IDS", "", "IDS", "")
 	o.claimSQL = t(ids.Replace(claimSQL))
@@ -106,4 +145,11 @@ func (o *Outbox) buildSQL() {
 	fast := strings.NewReplacer("O_IDS", "AND o.id "+in, "E_IDS", "OR NOT e.id "+in, "IDS", "AND id "+in)
 	o.claimIDsSQL = t(fast.Replace(claimSQL))
 	o.completeSQL = t(completeSQL)
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

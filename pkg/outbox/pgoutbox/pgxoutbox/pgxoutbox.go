@@ -21,20 +21,21 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
 )
 
-// Execer is what Tx needs: pgx.Tx has it, and so do *pgx.Conn, *pgxpool.Pool and pgxpool.Tx
-// (but only a transaction makes the enqueue atomic with the business write).
-type Execer interface {
-	Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error)
-}
-
-// Tx adapts a pgx transaction for pgoutbox.Outbox.EnqueueTx:
+// Tx adapts a pgx transaction (pgx.Tx: what pgx.Conn.Begin and pgxpool.Pool.Begin return)
+// for pgoutbox.Outbox.EnqueueTx:
 //
 //	tx, err := pool.Begin(ctx)
 //	…
 //	msg, err := ob.EnqueueTx(ctx, pgxoutbox.Tx(tx), WelcomeEmail{To: "ada@example.com"})
-func Tx(tx Execer) pgoutbox.Tx { return txAdapter{tx} }
+//	…
+//	err = tx.Commit(ctx)
+//
+// It takes only a transaction: a *pgx.Conn or a *pgxpool.Pool would run the insert in a
+// transaction of its own, outside the business write. The adapter's Commit and Rollback (which
+// EnqueueTx never calls) commit and roll back tx.
+func Tx(tx pgx.Tx) pgoutbox.Tx { return txAdapter{tx} }
 
-type txAdapter struct{ tx Execer }
+type txAdapter struct{ tx pgx.Tx }
 
 func (a txAdapter) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	tag, err := a.tx.Exec(ctx, query, args...)
@@ -43,6 +44,9 @@ func (a txAdapter) ExecContext(ctx context.Context, query string, args ...any) (
 	}
 	return result(tag.RowsAffected()), nil
 }
+
+func (a txAdapter) Commit() error   { return a.tx.Commit(context.Background()) }
+func (a txAdapter) Rollback() error { return a.tx.Rollback(context.Background()) }
 
 type result int64
 
