@@ -273,3 +273,82 @@ func TestDeleteAndCounts(t *testing.T) {
 		t.Errorf("Delete twice = %v, want ErrNotFound", err)
 	}
 }
+
+// An explicit job id (producer.WithID) names one job: enqueued again while its row is still in
+// the outbox (pending or dead), it writes nothing, returns no error and leaves the caller's
+// transaction usable — a unique violation would abort the business write with it. The first
+// row is kept as it was.
+func TestEnqueueTxSameIDTwiceKeepsTheTransaction(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{stdURL, fifoURL} {
+		t.Run(url[strings.LastIndex(url, "/")+1:], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p := newProducer(t, &countingSQS{}, url)
+			o, db, _ := newOutbox(t, pgoutbox.Config{Producer: p})
+			if _, err := db.Exec(`CREATE TABLE orders (id text PRIMARY KEY)`); err != nil {
+				t.Fatal(err)
+			}
+			opts := func(id string) []producer.Option {
+				o := []producer.Option{producer.WithID(id)}
+				if strings.HasSuffix(url, ".fifo") {
+					o = append(o, producer.WithGroupID("g"))
+				}
+				return o
+			}
+			var first producer.Message
+			inTx(t, db, func(tx *sql.Tx) error {
+				var err error
+				first, err = o.EnqueueTx(ctx, tx, orderArgs{Order: "first"}, opts("confirm-1")...)
+				return err
+			})
+			// Again, beside a business write and a new job, twice in one batch too.
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES ('order-2')`); err != nil {
+				t.Fatal(err)
+			}
+			m, err := o.EnqueueTx(ctx, tx, orderArgs{Order: "again"}, opts("confirm-1")...)
+			if err != nil || m.ID != "confirm-1" {
+				t.Fatalf("EnqueueTx of a pending id = %+v, %v; want no error", m, err)
+			}
+			if _, err := o.EnqueueBatchTx(ctx, tx, []producer.Request{
+				{Args: orderArgs{Order: "again"}, Options: opts("confirm-1")},
+				{Args: orderArgs{Order: "new"}, Options: opts("confirm-2")},
+				{Args: orderArgs{Order: "new again"}, Options: opts("confirm-2")},
+			}); err != nil {
+				t.Fatalf("EnqueueBatchTx with pending and repeated ids: %v", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatalf("the business transaction after a repeated id: %v", err)
+			}
+			var orders int
+			if err := db.QueryRow(`SELECT count(*) FROM orders`).Scan(&orders); err != nil || orders != 1 {
+				t.Errorf("orders: %d, %v; want the business write committed", orders, err)
+			}
+			if n := rowCount(t, db, o); n != 2 {
+				t.Errorf("%d rows, want 2 (confirm-1 once, confirm-2 once)", n)
+			}
+			if e, err := o.Get(ctx, "confirm-1"); err != nil || e.Message.Body != first.Body {
+				t.Errorf("confirm-1 = %+v, %v; want the first enqueue's row, unchanged", e, err)
+			}
+			if e, err := o.Get(ctx, "confirm-2"); err != nil || !strings.Contains(e.Message.Body, `"new"`) {
+				t.Errorf("confirm-2 = %+v, %v; want the batch's first", e, err)
+			}
+			// A dead row of that id stays dead: the job is known (listed, retryable by hand).
+			if _, err := db.Exec(`UPDATE `+o.Table()+` SET state = 'dead' WHERE id = 'confirm-1'`); err != nil {
+				t.Fatal(err)
+			}
+			inTx(t, db, func(tx *sql.Tx) error {
+				_, err := o.EnqueueTx(ctx, tx, orderArgs{Order: "after death"}, opts("confirm-1")...)
+				return err
+			})
+			if e, err := o.Get(ctx, "confirm-1"); err != nil || e.State != outbox.StateDead || e.Message.Body != first.Body {
+				t.Errorf("dead confirm-1 after a new EnqueueTx = %+v, %v; want it dead and unchanged", e, err)
+			}
+		})
+	}
+}

@@ -136,6 +136,17 @@ func lockSpace(table string) int32 {
 // producer.Producer.Enqueue: its id is fixed now, so that a re-send is the same job. Unless
 // Config.NoNotify, the transaction also notifies Channel, which wakes listening relays at
 // commit. The returned message holds the job's id.
+//
+// A job id given with producer.WithID that is already in the outbox (its row pending, being
+// sent, or dead) names the same job: EnqueueTx writes nothing for it and returns no error, so
+// the business transaction goes on; the first row stays as it is (a dead one stays dead until
+// a person retries it). Once that row was sent and deleted, the same id is written and sent
+// again, and the worker's idempotency (keyed by the job's key, which defaults to its id) runs
+// it once. The same holds for an id repeated within one EnqueueBatchTx: its first job is kept.
+//
+// For a FIFO queue EnqueueTx first takes the advisory lock of the job's message group, held
+// until tx ends: it waits while another open transaction has written to the same group (see
+// the package documentation).
 func (o *Outbox) EnqueueTx(ctx context.Context, tx Tx, args jobs.Args, opts ...producer.Option) (producer.Message, error) {
 	msgs, err := o.EnqueueBatchTx(ctx, tx, []producer.Request{{Args: args, Options: opts}})
 	if err != nil {

@@ -21,7 +21,10 @@ const (
 SELECT pg_notify($2, '') FROM (SELECT 1 FROM ins LIMIT 1) AS n`
 	insertNoNotifySQL = `{WITHLOCKS}{INS}`
 
-	// The rows, in the batch's order. {FROM} is "locks, " when the batch has FIFO rows: the
+	// The rows, in the batch's order. A job id already in the table (an explicit
+	// producer.WithID enqueued again while its row is pending or dead), or twice in the batch,
+	// is the same job: its first row stays, and the caller's transaction is not aborted by a
+	// unique violation. {FROM} is "locks, " when the batch has FIFO rows: the
 	// insert then reads its rows only after fifoLocksSQL took every lock, so every row's seq
 	// is drawn under its group's lock.
 	insertRowsSQL = `INSERT INTO {T} (id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at)
@@ -30,7 +33,8 @@ SELECT pg_notify($2, '') FROM (SELECT 1 FROM ins LIMIT 1) AS n`
 	FROM {FROM}ROWS FROM (json_to_recordset($1::json) AS (id text, queue_url text, kind text, job_key text, group_id text,
 		dedup_id text, body text, attributes jsonb, run_at timestamptz, created_at timestamptz, available_at timestamptz))
 		WITH ORDINALITY AS x(id, queue_url, kind, job_key, group_id, dedup_id, body, attributes, run_at, created_at, available_at, ord)
-	ORDER BY x.ord`
+	ORDER BY x.ord
+	ON CONFLICT (id) DO NOTHING`
 
 	// The FIFO groups' writer locks: pg_advisory_xact_lock({SPACE}, hashtext(group_key)) for
 	// each FIFO group of the batch (the key is the group_key column's expression), in the
