@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -87,10 +88,14 @@ func TestRelayKilledAfterSendResendsTheSameJobs(t *testing.T) {
 	}
 }
 
-// Four relays over 10,000 rows at once: every row is sent, none twice (no relay crashed), and
-// the table is empty. SQS is a counting fake here: the property is the claim's exclusivity, which
-// the fake observes exactly at the API boundary (every entry of every SendMessageBatch), and it
-// keeps the test to seconds; the emulator tests above and below cover the real send path.
+// Four relays over 10,000 rows at once: every row is sent, none twice (no relay crashed), the
+// table is empty, and every relay took part. SQS is a counting fake here: the property is the
+// claim's exclusivity, which the fake observes exactly at the API boundary (every entry of every
+// SendMessageBatch), and it keeps the test to seconds; the emulator tests above and below cover
+// the real send path. That each relay claims rows is made certain without timing: each relay's
+// first claim waits until all four have reached theirs (claimBarrier), and four concurrent
+// claims of 100 over 10,000 due rows each get rows (SKIP LOCKED passes over the others' rows);
+// the claims per relay are counted and must sum to the 10,000 rows.
 func TestFourRelaysTenThousandRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -101,8 +106,10 @@ func TestFourRelaysTenThousandRows(t *testing.T) {
 	ids := enqueue(t, db, o, n)
 	var wg sync.WaitGroup
 	var total atomic.Int64
-	for i := range 4 {
-		r, err := outbox.NewRelay(outbox.RelayConfig{Store: o, Producers: []*producer.Producer{p}, ID: fmt.Sprintf("relay-%d", i), Logger: quiet()})
+	const relays = 4
+	barrier := newClaimBarrier(o, relays)
+	for i := range relays {
+		r, err := outbox.NewRelay(outbox.RelayConfig{Store: barrier, Producers: []*producer.Producer{p}, ID: fmt.Sprintf("relay-%d", i), Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +142,67 @@ func TestFourRelaysTenThousandRows(t *testing.T) {
 	if left := rowCount(t, db, o); left != 0 {
 		t.Errorf("%d rows left", left)
 	}
-	t.Logf("%d SendMessageBatch requests for %d jobs (%.3f per job)", api.calls.Load(), n, float64(api.calls.Load())/n)
+	claimed := barrier.claimedBy()
+	sum := 0
+	for i := range relays {
+		id := fmt.Sprintf("relay-%d", i)
+		if claimed[id] == 0 {
+			t.Errorf("%s claimed nothing: %v", id, claimed)
+		}
+		sum += claimed[id]
+	}
+	if sum != n || len(claimed) != relays {
+		t.Errorf("claims %v add up to %d, want %d by the %d relays", claimed, sum, n, relays)
+	}
+	t.Logf("%d SendMessageBatch requests for %d jobs (%.3f per job); rows claimed per relay %v", api.calls.Load(), n, float64(api.calls.Load())/n, claimed)
+}
+
+// claimBarrier is a Store whose first Claim of each owner waits until n owners have made
+// theirs (or a minute passed: a relay that never claims then shows in the counts instead of
+// hanging the test), and which counts the entries each owner claimed.
+type claimBarrier struct {
+	outbox.Store
+	arrived sync.WaitGroup
+	all     chan struct{}
+	mu      sync.Mutex
+	claimed map[string]int
+}
+
+func newClaimBarrier(s outbox.Store, n int) *claimBarrier {
+	b := &claimBarrier{Store: s, claimed: map[string]int{}, all: make(chan struct{})}
+	b.arrived.Add(n)
+	go func() {
+		b.arrived.Wait()
+		close(b.all)
+	}()
+	return b
+}
+
+func (b *claimBarrier) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, error) {
+	b.mu.Lock()
+	_, seen := b.claimed[c.Owner]
+	if !seen {
+		b.claimed[c.Owner] = 0
+	}
+	b.mu.Unlock()
+	if !seen {
+		b.arrived.Done()
+		select {
+		case <-b.all:
+		case <-time.After(time.Minute):
+		}
+	}
+	entries, err := b.Store.Claim(ctx, c)
+	b.mu.Lock()
+	b.claimed[c.Owner] += len(entries)
+	b.mu.Unlock()
+	return entries, err
+}
+
+func (b *claimBarrier) claimedBy() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.claimed)
 }
 
 // A relay paused past its lease: another relay takes the rows over, and the paused relay's late
