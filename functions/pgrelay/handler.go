@@ -182,8 +182,12 @@ func openDB(ctx context.Context, cfg config.PGRelay, sm secretsAPI) (*sql.DB, er
 		if db == "" {
 			db = "postgres"
 		}
+		q := url.Values{"sslmode": {cfg.SSLMode}}
+		if cfg.SSLRootCert != "" {
+			q.Set("sslrootcert", cfg.SSLRootCert)
+		}
 		u := url.URL{Scheme: "postgres", User: url.User(sec.Username), Host: sec.Host + ":" + sec.port(), Path: "/" + db,
-			RawQuery: "sslmode=" + url.QueryEscape(cfg.SSLMode)}
+			RawQuery: q.Encode()}
 		dsn = u.String()
 		opts = append(opts, stdlib.OptionBeforeConnect(func(ctx context.Context, cc *pgx.ConnConfig) error {
 			sec, err := src.get(ctx)
@@ -196,6 +200,10 @@ func openDB(ctx context.Context, cfg config.PGRelay, sm secretsAPI) (*sql.DB, er
 	}
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
+		if cfg.SecretARN != "" {
+			return nil, fmt.Errorf("the connection from the secret (%s=%s, %s=%q): %v", config.EnvOutboxSSLMode, cfg.SSLMode,
+				config.EnvOutboxSSLRootCert, cfg.SSLRootCert, err)
+		}
 		return nil, fmt.Errorf("%s: %v", config.EnvOutboxDSN, err)
 	}
 	db := stdlib.OpenDB(*cc, opts...)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -249,6 +250,53 @@ func TestDatabaseFromSecret(t *testing.T) {
 	if _, err := openDB(context.Background(), config.PGRelay{SecretARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:db"}, sm); err == nil ||
 		!strings.Contains(err.Error(), "not an RDS secret") {
 		t.Errorf("a secret in another format: %v", err)
+	}
+}
+
+// The connection built from the secret is encrypted by default (sslmode require), and connects
+// to a server whose certificate no trust store knows, as RDS's is to the function; verify-full
+// connects only with the CA bundle in SQSWORKER_OUTBOX_SSLROOTCERT.
+func TestDatabaseFromSecretUsesTLS(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	var port string
+	if err := f.db.QueryRow(`SELECT current_setting('port')`).Scan(&port); err != nil {
+		t.Fatal(err)
+	}
+	dbname := f.dsn[strings.LastIndexByte(f.dsn, '/')+1 : strings.IndexByte(f.dsn, '?')]
+	secret := `{"username":"postgres","password":"any (trust)","host":"127.0.0.1","port":` + port + `,"dbname":"` + dbname + `"}`
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db"
+	ca := pgtest.Server(t).CAFile
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string // "" connects over TLS; else a part of the error
+	}{
+		{"default", nil, ""},
+		{"verify-full without the CA", map[string]string{config.EnvOutboxSSLMode: "verify-full"}, "certificate signed by unknown authority"},
+		{"verify-full with the CA", map[string]string{config.EnvOutboxSSLMode: "verify-full", config.EnvOutboxSSLRootCert: ca}, ""},
+		{"a missing CA file", map[string]string{config.EnvOutboxSSLMode: "verify-full", config.EnvOutboxSSLRootCert: "/opt/missing.pem"}, "SQSWORKER_OUTBOX_SSLROOTCERT"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{config.EnvQueueURL: f.url, config.EnvOutboxSecretARN: arn}
+			maps.Copy(env, tt.env)
+			cfg, err := config.LoadPGRelay(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := openDB(context.Background(), cfg, &fakeSecrets{secret: secret})
+			var ssl bool
+			if err == nil {
+				defer db.Close()
+				err = db.QueryRow(`SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
+			}
+			switch {
+			case tt.want == "" && (err != nil || !ssl):
+				t.Errorf("sslmode %s: ssl %v, %v; want a TLS connection", cfg.SSLMode, ssl, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("sslmode %s: %v; want an error with %q", cfg.SSLMode, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -44,10 +44,11 @@ const (
 // and the outbox's EnvOutboxTable, EnvOutboxLease and EnvOutboxMaxAttempts (outbox.go), which it
 // reads with the same meaning (its table is a PostgreSQL table).
 const (
-	EnvOutboxDSN       = "SQSWORKER_OUTBOX_DSN"
-	EnvOutboxSecretARN = "SQSWORKER_OUTBOX_SECRET_ARN"
-	EnvOutboxSSLMode   = "SQSWORKER_OUTBOX_SSLMODE"
-	EnvOutboxBatchSize = "SQSWORKER_OUTBOX_BATCH_SIZE"
+	EnvOutboxDSN         = "SQSWORKER_OUTBOX_DSN"
+	EnvOutboxSecretARN   = "SQSWORKER_OUTBOX_SECRET_ARN"
+	EnvOutboxSSLMode     = "SQSWORKER_OUTBOX_SSLMODE"
+	EnvOutboxSSLRootCert = "SQSWORKER_OUTBOX_SSLROOTCERT"
+	EnvOutboxBatchSize   = "SQSWORKER_OUTBOX_BATCH_SIZE"
 )
 
 // The relay's EMF metrics (functions/pgrelay): namespace MetricsNamespace, dimensions Service
@@ -78,13 +79,20 @@ type PostgresOutboxProps struct {
 	// "password", "host", "port", "dbname"}: rds.DatabaseInstance's Secret() is one); the
 	// function reads it (and reads it again after a rotation). Either it or DSN is required.
 	DatabaseSecret awssecretsmanager.ISecret
-	// DSN is the database's connection string, when there is no secret (IAM authentication
-	// through a proxy, or a password-less role). It is visible in the function's configuration:
-	// put no password in it.
+	// DSN is the database's connection string, when there is no secret (a database that
+	// needs no password from the function, such as one with trust or certificate
+	// authentication). It is visible in the function's configuration: put no password in it.
+	// The function generates no IAM authentication tokens.
 	DSN string
-	// SSLMode of the connection built from DatabaseSecret (default verify-full; RDS's
-	// certificates need the RDS CA bundle in the function's trust store, or "require").
+	// SSLMode of the connection built from DatabaseSecret (default require: encrypted, the
+	// server's certificate not verified, since the function ships no CA bundle). To verify,
+	// add a layer with the RDS CA bundle (PostgresOutbox.Function.AddLayers), set SSLRootCert
+	// to its path and SSLMode to verify-full.
 	SSLMode string
+	// SSLRootCert is the sslrootcert of the connection built from DatabaseSecret: an absolute
+	// path to a PEM file of CAs (a layer's files are under /opt, such as
+	// /opt/rds/global-bundle.pem), or "system". Default: none.
+	SSLRootCert string
 	// Table is the outbox table, optionally schema-qualified (default sqsworker_outbox).
 	Table string
 	// Vpc places the function in the database's VPC (nil: no VPC, for a database reachable
@@ -170,6 +178,9 @@ func (o PostgresOutboxProps) validate() error {
 	default:
 		bad("SSLMode=%q is not a PostgreSQL sslmode", o.SSLMode)
 	}
+	if o.SSLRootCert != "" && o.SSLRootCert != "system" && o.SSLRootCert[0] != '/' {
+		bad("SSLRootCert=%q: an absolute path to a PEM file of CAs (a layer's files are under /opt), or \"system\"", o.SSLRootCert)
+	}
 	if o.Database != nil && o.Vpc == nil {
 		bad("Database needs Vpc: the function joins the database's VPC to reach it")
 	}
@@ -243,6 +254,9 @@ func (jq *JobQueue) postgresOutbox() {
 	}
 	if o.SSLMode != "" {
 		env[EnvOutboxSSLMode] = jsii.String(o.SSLMode)
+	}
+	if o.SSLRootCert != "" {
+		env[EnvOutboxSSLRootCert] = jsii.String(o.SSLRootCert)
 	}
 	if o.BatchSize > 0 {
 		env[EnvOutboxBatchSize] = jsii.String(strconv.Itoa(o.BatchSize))

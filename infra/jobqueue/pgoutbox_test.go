@@ -28,6 +28,7 @@ func pgOutboxApp(t *testing.T) (assertions.Template, *JobQueue) {
 			Asset: assetPath, DatabaseSecret: secret, Vpc: vpc, Database: db,
 			VpcSubnets: &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
 			Table:      "app.outbox", MaxAttempts: 7, LogLevel: "debug",
+			SSLMode: "verify-full", SSLRootCert: "/opt/rds/global-bundle.pem",
 		}}
 	})
 }
@@ -47,6 +48,8 @@ func TestPostgresOutboxFunction(t *testing.T) {
 				EnvOutboxTable:       "app.outbox",
 				EnvOutboxMaxAttempts: "7",
 				EnvLogLevel:          "debug",
+				EnvOutboxSSLMode:     "verify-full",
+				EnvOutboxSSLRootCert: "/opt/rds/global-bundle.pem",
 				EnvScheduleGroup:     assertions.Match_AnyValue(),
 				EnvQueueARN:          assertions.Match_AnyValue(),
 				EnvSchedulerRoleARN:  assertions.Match_AnyValue(),
@@ -192,6 +195,7 @@ func TestPostgresOutboxValidate(t *testing.T) {
 		{"both", PostgresOutboxProps{DSN: "x", DatabaseSecret: secret}, "both set"},
 		{"bad table", PostgresOutboxProps{DSN: "x", Table: "Outbox"}, `Table="Outbox"`},
 		{"bad sslmode", PostgresOutboxProps{DSN: "x", SSLMode: "yes"}, `SSLMode="yes"`},
+		{"relative root cert", PostgresOutboxProps{DSN: "x", SSLRootCert: "rds.pem"}, `SSLRootCert="rds.pem"`},
 		{"database without vpc", PostgresOutboxProps{DSN: "x", Database: awsec2.NewConnections(nil)}, "Database needs Vpc"},
 		{"schedule too short", PostgresOutboxProps{DSN: "x", Schedule: 30 * time.Second}, "Schedule=30s"},
 		{"schedule not minutes", PostgresOutboxProps{DSN: "x", Schedule: 90 * time.Second}, "Schedule=1m30s"},

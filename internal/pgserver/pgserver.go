@@ -47,6 +47,10 @@ type Options struct {
 	Settings map[string]string
 	// StartTimeout bounds initdb plus the server's start. Defaults to 2 minutes.
 	StartTimeout time.Duration
+	// TLS makes the server accept TLS connections (and plain ones, as before) with a
+	// certificate for 127.0.0.1 and localhost signed by a CA made for it, which no trust store
+	// knows: Server.CAFile is that CA's certificate, for sslrootcert. Defaults to false.
+	TLS bool
 }
 
 // Server is a running throwaway cluster.
@@ -57,6 +61,9 @@ type Server struct {
 	BinDir string
 	// Version is the server's version, such as "PostgreSQL 15.18".
 	Version string
+	// CAFile is, with Options.TLS, the PEM file of the CA that signed the server's
+	// certificate (removed by Stop).
+	CAFile string
 
 	dir  string
 	cmd  *exec.Cmd
@@ -161,6 +168,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		settings["fsync"] = "off"
 		settings["synchronous_commit"] = "off"
 		settings["full_page_writes"] = "off"
+	}
+	if opts.TLS {
+		tls, ca, err := writeTLS(dir, cred)
+		if err != nil {
+			return fail(err)
+		}
+		for k, v := range tls {
+			settings[k] = v
+		}
+		s.CAFile = ca
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v

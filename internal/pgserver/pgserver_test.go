@@ -3,6 +3,7 @@ package pgserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -62,5 +63,41 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(in); got != want {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// With TLS the server accepts encrypted connections; its certificate verifies against CAFile
+// only.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Options{TLS: true})
+	if errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	base := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", s.Port)
+	for _, tt := range []struct {
+		query string
+		ok    bool
+	}{
+		{"sslmode=require", true},
+		{"sslmode=verify-full", false}, // the system's roots do not know the CA
+		{"sslmode=verify-full&sslrootcert=" + s.CAFile, true},
+	} {
+		c, err := pgx.Connect(ctx, base+"?"+tt.query)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want ok=%v", tt.query, err, tt.ok)
+		}
+		if err != nil {
+			continue
+		}
+		var ssl bool
+		if err := c.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+			t.Errorf("%s: ssl %v, %v", tt.query, ssl, err)
+		}
+		c.Close(ctx)
 	}
 }

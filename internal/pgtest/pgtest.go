@@ -47,12 +47,14 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Server returns the shared server, starting it at the first call. Without binaries it skips
+// Server returns the shared server, starting it at the first call. It accepts TLS connections
+// too (pgserver.Options.TLS; its CAFile verifies them). Without binaries it skips
 // the test (fails it under CI=true).
 func Server(t testing.TB) *pgserver.Server {
 	t.Helper()
 	once.Do(func() {
-		server, err = pgserver.Start(context.Background(), pgserver.Options{})
+		// TLS as well as plain connections: Server(t).CAFile verifies its certificate.
+		server, err = pgserver.Start(context.Background(), pgserver.Options{TLS: true})
 	})
 	need(t, err)
 	return server

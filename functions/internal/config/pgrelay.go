@@ -20,7 +20,11 @@ const (
 	EnvOutboxDSN       = "SQSWORKER_OUTBOX_DSN"
 	EnvOutboxSecretARN = "SQSWORKER_OUTBOX_SECRET_ARN"
 	EnvOutboxSSLMode   = "SQSWORKER_OUTBOX_SSLMODE"
-	EnvOutboxBatchSize = "SQSWORKER_OUTBOX_BATCH_SIZE"
+	// EnvOutboxSSLRootCert is the sslrootcert of the connection built from the secret: a PEM
+	// file of the CAs that may sign the server's certificate (the RDS bundle in a layer, under
+	// /opt), or "system" for the system's roots.
+	EnvOutboxSSLRootCert = "SQSWORKER_OUTBOX_SSLROOTCERT"
+	EnvOutboxBatchSize   = "SQSWORKER_OUTBOX_BATCH_SIZE"
 	// EnvOutboxLease and EnvOutboxMaxAttempts are relay.go's EnvLease and EnvMaxAttempts.
 	EnvOutboxLease       = EnvLease
 	EnvOutboxMaxAttempts = EnvMaxAttempts
@@ -32,7 +36,9 @@ const (
 	DefaultOutboxBatchSize   = 100
 	DefaultOutboxLease       = 30 * time.Second
 	DefaultOutboxMaxAttempts = 10
-	DefaultOutboxSSLMode     = "verify-full"
+	// DefaultOutboxSSLMode encrypts without verifying the server's certificate: RDS's CAs are
+	// in no trust store the function has, so verify-full needs SSLRootCert as well.
+	DefaultOutboxSSLMode = "require"
 	// DefaultRelayDeadlineMargin is kept free before the invocation's deadline: a pass cut
 	// short by it still has up to 10 s to write back what SQS accepted.
 	DefaultRelayDeadlineMargin = 12 * time.Second
@@ -46,8 +52,15 @@ type PGRelay struct {
 	// holds its credentials in the RDS format ({"username","password","host","port","dbname"}).
 	// Exactly one is required.
 	DSN, SecretARN string
-	// SSLMode is the sslmode of a DSN built from the secret. Defaults to verify-full.
+	// SSLMode is the sslmode of a DSN built from the secret. Defaults to require: TLS, the
+	// server's certificate not verified (the function ships no CA bundle). For verify-full,
+	// set SSLRootCert too. A DSN carries its own sslmode.
 	SSLMode string
+	// SSLRootCert is the sslrootcert of a DSN built from the secret: an absolute path to a PEM
+	// file of CAs (such as the RDS bundle, global-bundle.pem, in a layer: /opt/…), or "system".
+	// With it, require verifies the chain (as verify-ca) and verify-full the host name too.
+	// Empty: none.
+	SSLRootCert string
 	// OutboxTable is the outbox table. Defaults to sqsworker_outbox.
 	OutboxTable string
 	// Table is the DynamoDB job table: each job SQS accepted is recorded as queued. Empty: none.
@@ -84,6 +97,7 @@ func LoadPGRelay(getenv func(string) string) (PGRelay, error) {
 		DSN:              env(EnvOutboxDSN),
 		SecretARN:        env(EnvOutboxSecretARN),
 		SSLMode:          env(EnvOutboxSSLMode),
+		SSLRootCert:      env(EnvOutboxSSLRootCert),
 		OutboxTable:      env(EnvOutboxTable),
 		Table:            table(getenv, &errs),
 		LogLevel:         logLevel(getenv, &errs),
@@ -110,6 +124,14 @@ func LoadPGRelay(getenv func(string) string) (PGRelay, error) {
 	case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
 	default:
 		errs = append(errs, fmt.Errorf("%s=%q is not an sslmode (disable, allow, prefer, require, verify-ca, verify-full)", EnvOutboxSSLMode, c.SSLMode))
+	}
+	switch {
+	case c.SSLRootCert == "" || c.SSLRootCert == "system":
+	case !strings.HasPrefix(c.SSLRootCert, "/"):
+		errs = append(errs, fmt.Errorf("%s=%q: want an absolute path to a PEM file of CAs (a layer's files are under /opt), or \"system\"", EnvOutboxSSLRootCert, c.SSLRootCert))
+	}
+	if c.SSLRootCert != "" && (c.SSLMode == "disable" || c.SSLMode == "allow" || c.SSLMode == "prefer") {
+		errs = append(errs, fmt.Errorf("%s is set but %s=%s does not verify certificates: use verify-full (or require, verify-ca)", EnvOutboxSSLRootCert, EnvOutboxSSLMode, c.SSLMode))
 	}
 	if c.OutboxTable == "" {
 		c.OutboxTable = DefaultOutboxTable

@@ -21,7 +21,7 @@ func TestLoadPGRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.OutboxTable != DefaultOutboxTable || c.BatchSize != 100 || c.Lease != 30*time.Second || c.MaxAttempts != 10 ||
-		c.DeadlineMargin != DefaultRelayDeadlineMargin || c.SSLMode != "verify-full" {
+		c.DeadlineMargin != DefaultRelayDeadlineMargin || c.SSLMode != "require" || c.SSLRootCert != "" {
 		t.Errorf("defaults: %+v", c)
 	}
 	for _, tt := range []struct {
@@ -35,6 +35,8 @@ func TestLoadPGRelay(t *testing.T) {
 		{"bad table", map[string]string{EnvOutboxTable: "Outbox"}, []string{"SQSWORKER_OUTBOX_TABLE"}},
 		{"bad numbers", map[string]string{EnvOutboxBatchSize: "0", EnvOutboxMaxAttempts: "x", EnvOutboxLease: "10ms"}, []string{"BATCH_SIZE", "MAX_ATTEMPTS", "LEASE"}},
 		{"bad sslmode", map[string]string{EnvOutboxSSLMode: "on"}, []string{"not an sslmode"}},
+		{"relative root cert", map[string]string{EnvOutboxSSLRootCert: "rds.pem"}, []string{"SQSWORKER_OUTBOX_SSLROOTCERT=\"rds.pem\"", "absolute path"}},
+		{"root cert without verification", map[string]string{EnvOutboxSSLRootCert: "/opt/rds.pem", EnvOutboxSSLMode: "prefer"}, []string{"does not verify"}},
 		{"half a scheduler", map[string]string{EnvScheduleGroup: "g"}, []string{"go together"}},
 		{"bad arns", map[string]string{EnvScheduleGroup: "g", EnvQueueARN: "q", EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r"}, []string{"SQSWORKER_QUEUE_ARN=\"q\" is not an ARN"}},
 	} {
@@ -49,6 +51,10 @@ func TestLoadPGRelay(t *testing.T) {
 				}
 			}
 		})
+	}
+	c, err = LoadPGRelay(get(map[string]string{EnvOutboxSSLMode: "verify-full", EnvOutboxSSLRootCert: "/opt/rds/global-bundle.pem"}))
+	if err != nil || c.SSLMode != "verify-full" || c.SSLRootCert != "/opt/rds/global-bundle.pem" {
+		t.Errorf("verify-full with a CA bundle: %+v, %v", c, err)
 	}
 	c, err = LoadPGRelay(get(map[string]string{EnvScheduleGroup: "g", EnvQueueARN: "arn:aws:sqs:us-east-1:123456789012:jobs",
 		EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r", EnvOutboxTable: "app.outbox", EnvPayloadBucket: "big"}))
