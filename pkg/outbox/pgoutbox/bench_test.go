@@ -112,6 +112,68 @@ func BenchmarkOutboxCommitToSQS(b *testing.B) {
 	}
 }
 
+// BenchmarkOutboxEnqueueTx: what EnqueueTx costs the business transaction. Four writers commit
+// b.N transactions of one job each (BEGIN, EnqueueTx, COMMIT) on a standard queue, on a FIFO
+// queue with a group per writer (its advisory lock never waits), and on a FIFO queue with one
+// group for all (each writer waits for the open transaction before it: the writers serialize).
+func BenchmarkOutboxEnqueueTx(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		url   string
+		group func(writer int) string
+	}{
+		{"standard", stdURL, nil},
+		{"fifo-group-per-writer", fifoURL, func(w int) string { return fmt.Sprintf("g%d", w) }},
+		{"fifo-one-group", fifoURL, func(int) string { return "g" }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			o, db, _, _ := benchOutbox(b, &countingSQS{}, tc.url, pgoutbox.Config{})
+			const writers = 4
+			var next sync.Mutex
+			n := 0
+			take := func() bool {
+				next.Lock()
+				defer next.Unlock()
+				n++
+				return n <= b.N
+			}
+			var wg sync.WaitGroup
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for w := range writers {
+				wg.Go(func() {
+					var opts []producer.Option
+					if tc.group != nil {
+						opts = append(opts, producer.WithGroupID(tc.group(w)))
+					}
+					for take() {
+						tx, err := db.BeginTx(ctx, nil)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := o.EnqueueTx(ctx, tx, orderArgs{Order: "o"}, opts...); err != nil {
+							_ = tx.Rollback()
+							b.Error(err)
+							return
+						}
+						if err := tx.Commit(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tx/s")
+			b.ReportMetric(float64(elapsed.Microseconds())*writers/float64(b.N)/1000, "ms/tx")
+		})
+	}
+}
+
 // BenchmarkOutboxRelayThroughput: b.N committed rows, drained by 1 or 4 relays (batches of
 // 100), into a counting fake SQS (the outbox's own rate) or the embedded emulator.
 func BenchmarkOutboxRelayThroughput(b *testing.B) {
