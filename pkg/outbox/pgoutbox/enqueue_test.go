@@ -339,7 +339,7 @@ func TestEnqueueTxSameIDTwiceKeepsTheTransaction(t *testing.T) {
 				t.Errorf("confirm-2 = %+v, %v; want the batch's first", e, err)
 			}
 			// A dead row of that id stays dead: the job is known (listed, retryable by hand).
-			if _, err := db.Exec(`UPDATE `+o.Table()+` SET state = 'dead' WHERE id = 'confirm-1'`); err != nil {
+			if _, err := db.Exec(`UPDATE ` + o.Table() + ` SET state = 'dead' WHERE id = 'confirm-1'`); err != nil {
 				t.Fatal(err)
 			}
 			inTx(t, db, func(tx *sql.Tx) error {
