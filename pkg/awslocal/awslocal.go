@@ -29,6 +29,7 @@ import (
 	"github.com/sivchari/kumo"
 
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
 // DefaultRegion is the region used for the embedded emulator and when none is configured.
@@ -181,6 +182,11 @@ func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("awslocal: load AWS config: %w", err)
 	}
+	// Every client built from this config keeps its connection under a response being read (see
+	// internal/sdkhttp): local servers answer fast enough to lose answers to the SDK's race, and a
+	// lost receive hides its messages for their visibility timeout. Wrapped after loading, which
+	// needs the buildable client itself (AWS_CA_BUNDLE).
+	cfg.HTTPClient = sdkhttp.KeepConnection(cfg.HTTPClient)
 	if endpoint != "" {
 		cfg.BaseEndpoint = aws.String(endpoint)
 		if !static {
