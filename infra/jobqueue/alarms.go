@@ -21,9 +21,15 @@ const (
 	AlarmRecursiveLoopStopped = "recursive-loop-stopped"
 )
 
-// alarmSuffixes lists every suffix, for the name checks of Props.Validate.
+// alarmSuffixes lists the suffix of every alarm the construct can create (the core's, the API's
+// in api.go, the DynamoDB outbox's in outbox.go, the PostgreSQL outbox's in pgoutbox.go), for
+// the name checks of Props.Validate. Every alarm is created by JobQueue.alarm, so that its name
+// is AlarmName(Name, suffix), which the alarm topic's policy covers.
 var alarmSuffixes = []string{AlarmDLQVisible, AlarmOldestMessage, AlarmWorkerErrors, AlarmWorkerThrottles,
-	AlarmSchedulerDLQVisible, AlarmRecursiveLoopStopped}
+	AlarmSchedulerDLQVisible, AlarmRecursiveLoopStopped,
+	AlarmApi5xx, AlarmApiThrottles,
+	AlarmOutboxIteratorAge, AlarmOutboxRelayFailures, AlarmOutboxDeadJobs, AlarmOutboxRelayFunctionErrors,
+	AlarmOutboxDeadRows, AlarmOutboxRelayErrors, AlarmOutboxStale}
 
 // MetricRecursiveInvocationsDropped is the metric Lambda emits (namespace AWS/Lambda, dimension
 // FunctionName) each time it stops an invocation it found to be part of a recursive loop; it is
@@ -94,8 +100,15 @@ func (jq *JobQueue) alarms() {
 }
 
 // alarm adds an alarm named AlarmName(Name, suffix) (covered by the topic policy) that notifies
-// the alarm topic when the metric reaches threshold in one period.
-func (jq *JobQueue) alarm(id, suffix, desc string, m awscloudwatch.IMetric, threshold float64) {
+// the alarm topic when the metric reaches threshold in one period. Missing data is not breaching
+// unless missing says otherwise. Every alarm of the construct is made here: an alarm without
+// its own name gets one CloudFormation generates, which the topic policy does not cover, so its
+// notifications would be refused.
+func (jq *JobQueue) alarm(id, suffix, desc string, m awscloudwatch.IMetric, threshold float64, missing ...awscloudwatch.TreatMissingData) {
+	treat := awscloudwatch.TreatMissingData_NOT_BREACHING
+	if len(missing) > 0 {
+		treat = missing[0]
+	}
 	a := awscloudwatch.NewAlarm(jq.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(AlarmName(jq.Props.Name, suffix)),
 		AlarmDescription:   jsii.String(desc),
@@ -103,7 +116,7 @@ func (jq *JobQueue) alarm(id, suffix, desc string, m awscloudwatch.IMetric, thre
 		Threshold:          jsii.Number(threshold),
 		EvaluationPeriods:  jsii.Number(1),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		TreatMissingData:   treat,
 	})
 	a.AddAlarmAction(awscloudwatchactions.NewSnsAction(jq.AlarmTopic))
 	jq.Alarms = append(jq.Alarms, a)

@@ -136,3 +136,20 @@ func TestRecursiveLoopAllow(t *testing.T) {
 	}
 	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4)) })
 }
+
+// TestAlarmSuffixesListed: every alarm of the stacks with each part (the API, the DynamoDB
+// outbox, the PostgreSQL outbox) is named AlarmName(Name, suffix) with a suffix of
+// alarmSuffixes, the list Validate measures Name against.
+func TestAlarmSuffixesListed(t *testing.T) {
+	apiTmpl, _, _ := iamShape(t)
+	outboxTmpl, _ := outboxStack(t)
+	pgTmpl, _ := pgOutboxApp(t)
+	for name, tm := range map[string]assertions.Template{"demo": apiTmpl, "shop": outboxTmpl, "pg": pgTmpl} {
+		for id, a := range *tm.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+			got, _ := (*a)["Properties"].(map[string]any)["AlarmName"].(string)
+			if !slices.ContainsFunc(alarmSuffixes, func(s string) bool { return got == AlarmName(name, s) }) {
+				t.Errorf("%s: alarm %s is named %q, not AlarmName(%q, s) for any s of alarmSuffixes", name, id, got, name)
+			}
+		}
+	}
+}

@@ -46,8 +46,7 @@ const (
 	EnvAPIShowDetails  = "SQSWORKER_API_SHOW_DETAILS"
 )
 
-// Alarm suffixes of the API (AlarmName(Name, suffix)); shorter than the longest worker alarm's,
-// so they put no new limit on Name.
+// Alarm suffixes of the API (AlarmName(Name, suffix)).
 const (
 	AlarmApi5xx       = "api-5xx"
 	AlarmApiThrottles = "api-throttles"

@@ -39,6 +39,9 @@ type JobQueue struct {
 	Dashboard     awscloudwatch.Dashboard
 	Api           *Api    // nil unless Props.Api: the HTTP producer (api.go)
 	Outbox        *Outbox // nil without Props.Outbox
+	// OutboxScheduleGroup holds the outbox relays' recurring schedules
+	// (OutboxScheduleGroupName; relays.go): nil unless Props.Outbox or Props.PostgresOutbox.
+	OutboxScheduleGroup awsscheduler.ScheduleGroup
 
 	// PostgresOutbox is the PostgreSQL outbox's relay (pgoutbox.go), nil unless Props.PostgresOutbox.
 	PostgresOutbox *PostgresOutbox

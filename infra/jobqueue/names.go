@@ -41,9 +41,17 @@ func suffix(s string, fifo bool) string {
 //     https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html
 //
 // The characters every one of them accepts are letters, digits, '-' and '_', so Name may use only
-// those. The function, its log group and the roles have no name of ours: CloudFormation generates
-// them from the stack name and logical id (and shortens them to fit: 64 for functions and roles),
-// so they put no limit on Name.
+// those. The functions (worker, API, relays), their log groups, the roles, the recurring
+// schedules of the outbox relays and the payload bucket have no name of ours: CloudFormation
+// generates them from the stack name and logical id, shortened to fit (64 for functions, roles
+// and schedules; for the bucket, S3's 3–63 lower-case characters: CloudFormation's "Name type"
+// page, https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html,
+// gives stack123123123123-s3bucket-abcdefghijk1 as an example), so they put no limit on Name.
+//
+// What each part adds (derivedNames): the DynamoDB outbox its table <Name>-outbox and its
+// failures queue <Name>-outbox-relay-failures (SQS: Name ≤ 58); either outbox the schedule
+// group of the relays' schedules <Name>-outbox (Scheduler: Name ≤ 57); the API and the outboxes
+// alarms <Name>-jobs-<suffix> (alarmSuffixes); the payload bucket nothing.
 type derivedName struct {
 	what    string // "the schedule group name"
 	name    string
@@ -71,6 +79,14 @@ func (p Props) derivedNames() []derivedName {
 			derivedName{"schedule group name", ScheduleGroupName(p.Name), "EventBridge Scheduler", 64},
 			derivedName{"scheduler DLQ name", SchedulerDLQName(p.Name), "SQS", 80})
 	}
+	if p.Outbox != nil {
+		out = append(out,
+			derivedName{"outbox table name", OutboxTableName(p.Name), "DynamoDB", 255},
+			derivedName{"outbox failures queue name", OutboxFailuresQueueName(p.Name), "SQS", 80})
+	}
+	if p.Outbox != nil || p.PostgresOutbox != nil {
+		out = append(out, derivedName{"outbox schedule group name", OutboxScheduleGroupName(p.Name), "EventBridge Scheduler", 64})
+	}
 	return out
 }
 
@@ -87,17 +103,30 @@ func validateName(p Props) error {
 		return fmt.Errorf("Name %q has %q: use only letters, digits, '-' and '_' (the characters SQS queue names and CloudWatch dashboard names allow)",
 			p.Name, []rune(p.Name[i:])[0])
 	}
-	var strictest *derivedName
-	room := 0
-	for _, d := range p.derivedNames() {
-		if r := d.limit - (len(d.name) - len(p.Name)); strictest == nil || r < room {
-			strictest, room = &d, r
-		}
-	}
+	d, room := p.strictestName()
 	if len(p.Name) > room {
-		d := strictest
 		return fmt.Errorf("Name is %d characters, at most %d fit: the %s %q would be %d characters, above %s's limit of %d",
 			len(p.Name), room, d.what, d.name, len(d.name), d.service, d.limit)
 	}
 	return nil
+}
+
+// strictestName returns the derived name that leaves Name the least room, and that room.
+func (p Props) strictestName() (derivedName, int) {
+	var strictest derivedName
+	room := -1
+	for _, d := range p.derivedNames() {
+		if r := d.limit - (len(d.name) - len(p.Name)); room < 0 || r < room {
+			strictest, room = d, r
+		}
+	}
+	return strictest, room
+}
+
+// MaxNameLength is the longest Name that p's other settings allow (Name itself is ignored): the
+// room the strictest name derived from it leaves (names.go). With the defaults it is 59 (the
+// schedule group <Name>-jobs, EventBridge Scheduler's 64).
+func MaxNameLength(p Props) int {
+	_, room := p.withDefaults().strictestName()
+	return room
 }

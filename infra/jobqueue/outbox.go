@@ -8,14 +8,12 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsschedulertargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -38,6 +36,25 @@ const (
 	DefaultOutboxAttempts = 10
 	DefaultStreamRetries  = 3
 	DefaultSweepAfter     = time.Minute
+)
+
+// Alarm name suffixes of the DynamoDB outbox (AlarmName(Props.Name, suffix)); distinct from the
+// PostgreSQL outbox's (pgoutbox.go), so that a stack may have both.
+const (
+	AlarmOutboxIteratorAge         = "outbox-iterator-age"
+	AlarmOutboxRelayFailures       = "outbox-relay-failures"
+	AlarmOutboxDeadJobs            = "outbox-dead-jobs"
+	AlarmOutboxRelayFunctionErrors = "outbox-relay-function-errors"
+)
+
+// RelayTableActions (on the outbox table) and RelayIndexActions (on its two indexes, by name)
+// are the DynamoDB calls of the relay function (functions/relay, pkg/outbox/dynamooutbox): it
+// claims, releases and kills jobs with UpdateItem, deletes sent ones with DeleteItem, reads a
+// job with GetItem and a batch of them with BatchGetItem, and queries the table (a FIFO group's
+// head) and the indexes (by_state: the sweep's due jobs and CountDead; by_id: a job's key).
+var (
+	RelayTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	RelayIndexActions = []string{"dynamodb:Query"}
 )
 
 // OutboxByStateProjection is the INCLUDE projection of OutboxIndexByState.
@@ -141,6 +158,12 @@ func (o OutboxProps) validate() []error {
 // pkg/awslocal.OutboxTableName).
 func OutboxTableName(name string) string { return name + "-outbox" }
 
+// OutboxScheduleGroupName is the schedule group of the outbox relays' recurring schedules (the
+// DynamoDB outbox's sweep, the PostgreSQL outbox's relay), "<name>-outbox": a group of their own,
+// apart from the job schedule group that producers write to, so that the roles of those
+// schedules trust EventBridge Scheduler for this group only (aws:SourceArn).
+func OutboxScheduleGroupName(name string) string { return name + "-outbox" }
+
 // OutboxFailuresQueueName is the queue to which the outbox stream's event source mapping sends
 // the batches it discards after its retries, "<name>-outbox-relay-failures" (it mirrors
 // pkg/awslocal).
@@ -154,7 +177,10 @@ type Outbox struct {
 	// Failures receives what the stream event source discards after its retries (the batch's
 	// shard and sequence numbers; the jobs stay in the table for the sweeper).
 	Failures awssqs.Queue
-	Sweep    awsscheduler.Schedule
+	// Sweep is the rate(1 minute) schedule, in the group OutboxScheduleGroupName, that invokes
+	// the relay with {"mode":"sweep"}; SweepRole is the role it invokes with.
+	Sweep     awsscheduler.CfnSchedule
+	SweepRole awsiam.Role
 }
 
 // addOutbox builds the outbox when Props.Outbox is set (Validate checked its props and its
@@ -164,9 +190,12 @@ func (jq *JobQueue) addOutbox() error {
 		return nil
 	}
 	o := jq.Props.Outbox.withDefaults()
-	removal := awscdk.RemovalPolicy_DESTROY
+	// The outbox table is retained and protected like the job table: it holds jobs whose
+	// business transactions committed but which are not sent yet (and dead jobs to retry), which
+	// nothing else can rebuild. Everything else of the outbox is deleted with the stack.
+	tableRemoval := awscdk.RemovalPolicy_DESTROY
 	if jq.Props.DeletionProtection {
-		removal = awscdk.RemovalPolicy_RETAIN
+		tableRemoval = awscdk.RemovalPolicy_RETAIN
 	}
 	c := jq.Construct
 	p := jq.Props
@@ -186,7 +215,7 @@ func (jq *JobQueue) addOutbox() error {
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		DeletionProtection: jsii.Bool(p.DeletionProtection),
-		RemovalPolicy:      removal,
+		RemovalPolicy:      tableRemoval,
 	})
 	ob.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:        jsii.String(OutboxIndexByState),
@@ -212,7 +241,8 @@ func (jq *JobQueue) addOutbox() error {
 		Reason: "This queue is itself a failure destination: the outbox stream's event source mapping sends the batches it discards here (OnFailure), which cdk-nag cannot see.",
 	})
 
-	ob.RelayLogGroup = awslogs.NewLogGroup(c, jsii.String("RelayLogs"), &awslogs.LogGroupProps{Retention: p.LogRetention, RemovalPolicy: removal})
+	// Deleted with the stack, deletion protection or not (as the worker's log group).
+	ob.RelayLogGroup = awslogs.NewLogGroup(c, jsii.String("RelayLogs"), &awslogs.LogGroupProps{Retention: p.LogRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
 	role := awsiam.NewRole(c, jsii.String("RelayRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("sqsworker outbox relay " + p.Name),
@@ -246,12 +276,20 @@ func (jq *JobQueue) addOutbox() error {
 		Environment:  &env,
 		Description:  jsii.String("Sends the transactional outbox's jobs of " + OutboxTableName(p.Name) + " to " + QueueName(p.Name, p.FIFO)),
 	})
-	// What the relay does to the table: claim (UpdateItem), write back (UpdateItem, DeleteItem),
-	// read groups and the indexes (Query), inspect (GetItem, BatchGetItem). Nothing else.
-	ob.Table.Grant(ob.Relay, jsii.String("dynamodb:GetItem"), jsii.String("dynamodb:BatchGetItem"), jsii.String("dynamodb:Query"),
-		jsii.String("dynamodb:UpdateItem"), jsii.String("dynamodb:DeleteItem"))
-	// Send to the queue; with scheduling, deliver long delays through the stack's group.
-	jq.GrantEnqueue(ob.Relay)
+	// Exactly the relay's table calls (not CDK's Table.Grant, which would give every action on
+	// the table's /index/* too): RelayTableActions on the table, RelayIndexActions on the two
+	// indexes by name.
+	table := ob.Table.TableArn()
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: ob.Relay, Actions: jsii.Strings(RelayTableActions...), ResourceArns: &[]*string{table},
+	})
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: ob.Relay, Actions: jsii.Strings(RelayIndexActions...),
+		ResourceArns: jsii.Strings(*table+"/index/"+OutboxIndexByState, *table+"/index/"+OutboxIndexByID),
+	})
+	// Send to the queue; with scheduling, deliver long delays through the stack's group. No
+	// payload bucket: an outbox item (400 KB at most) always fits in an SQS message.
+	jq.grantRelayEnqueue(ob.Relay, false)
 
 	// The stream's event source mapping: inserts only, partial failures by sequence number,
 	// bisection, bounded retries, and an on-failure queue (the event source grants the stream
@@ -268,36 +306,17 @@ func (jq *JobQueue) addOutbox() error {
 		})},
 	}))
 
-	// The sweep: every minute, what the stream path missed. Its role is the construct's own, so
-	// that only scheduler.amazonaws.com from this account assumes it.
-	sweepRole := awsiam.NewRole(c, jsii.String("OutboxSweepRole"), &awsiam.RoleProps{
-		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(c).Account()}},
-		}),
-		Description: jsii.String("EventBridge Scheduler invokes the outbox relay of " + p.Name + " to sweep"),
-	})
-	ob.Sweep = awsscheduler.NewSchedule(c, jsii.String("OutboxSweep"), &awsscheduler.ScheduleProps{
-		Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Description: jsii.String("Sweeps the outbox " + OutboxTableName(p.Name) + ": sends the jobs the stream relay missed"),
-		Target: awsschedulertargets.NewLambdaInvoke(ob.Relay, &awsschedulertargets.ScheduleTargetBaseProps{
-			Input:         awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"mode": "sweep"}),
-			RetryAttempts: jsii.Number(0), // the next sweep is a minute away
-			Role:          sweepRole,
-		}),
-	})
-	suppress(sweepRole.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
-		ID:        "AwsSolutions-IAM5",
-		Reason:    "The wildcard is <relay function ARN>:*, which CDK's grantInvoke adds for the function's versions and aliases: the role may invoke this one function only.",
-		AppliesTo: []any{map[string]any{"regex": "/^Resource::<.*Relay.*\\.Arn>:\\*$/"}},
-	})
+	// The sweep: every minute, what the stream path missed, with no retries (the next sweep is a
+	// minute away).
+	ob.SweepRole, ob.Sweep = jq.relaySchedule("OutboxSweep", ob.Relay, time.Minute, `{"mode":"sweep"}`, 0,
+		"EventBridge Scheduler invokes the outbox relay of "+p.Name+" to sweep",
+		"Sweeps the outbox "+OutboxTableName(p.Name)+": sends the jobs the stream relay missed")
 
 	suppress(role.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
 		ID: "AwsSolutions-IAM5",
-		Reason: "The wildcards are <outbox table ARN>/index/* (the relay queries its own table's GSIs: by_state to sweep, by_id to find FIFO jobs)," +
-			" with scheduling schedule/<this stack's group>/* (one-time schedule names are per job), and dynamodb:ListStreams on *," +
+		Reason: "The wildcards are, with scheduling, schedule/<this stack's group>/* (one-time schedule names are per job), and dynamodb:ListStreams on *," +
 			" which the stream event source grants because ListStreams has no resource-level permission (the stream reads are scoped to this table's stream).",
 		AppliesTo: []any{
-			map[string]any{"regex": "/^Resource::<.*OutboxTable.*\\.Arn>\\/index\\/\\*$/"},
 			"Resource::*",
 			map[string]any{"regex": "/^Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule\\/" + ScheduleGroupName(p.Name) + "\\/\\*$/"},
 		},
@@ -335,38 +354,26 @@ func (jq *JobQueue) GrantOutboxWrite(grantee awsiam.IGrantable) {
 	}))
 }
 
+// outboxAlarms adds the outbox's alarms, named like every alarm of the construct
+// (JobQueue.alarm).
 func (jq *JobQueue) outboxAlarms() {
-	c := jq.Construct
 	ob := jq.Outbox
 	five := awscdk.Duration_Minutes(jsii.Number(5))
-	action := awscloudwatchactions.NewSnsAction(jq.AlarmTopic)
-	add := func(id, desc string, m awscloudwatch.IMetric, threshold float64, missing ...awscloudwatch.TreatMissingData) {
-		treat := awscloudwatch.TreatMissingData_NOT_BREACHING
-		if len(missing) > 0 {
-			treat = missing[0]
-		}
-		a := awscloudwatch.NewAlarm(c, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String(desc),
-			Metric:             m,
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(1),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   treat,
-		})
-		a.AddAlarmAction(action)
-		jq.Alarms = append(jq.Alarms, a)
-	}
-	add("OutboxIteratorAgeAlarm", "The outbox relay is over a minute behind its stream (IteratorAge): jobs reach SQS late, and records near 24 hours old are lost to the stream (the sweeper still sends their jobs).",
+	jq.alarm("OutboxIteratorAgeAlarm", AlarmOutboxIteratorAge,
+		"The outbox relay is over a minute behind its stream (IteratorAge): jobs reach SQS late, and records near 24 hours old are lost to the stream (the sweeper still sends their jobs).",
 		ob.Relay.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")}), 60_000)
-	add("OutboxRelayFailuresAlarm", "The outbox stream's event source discarded batches after their retries (the on-failure queue has messages): the sweeper sends those jobs, but the relay is failing.",
+	jq.alarm("OutboxRelayFailuresAlarm", AlarmOutboxRelayFailures,
+		"The outbox stream's event source discarded batches after their retries (the on-failure queue has messages): the sweeper sends those jobs, but the relay is failing.",
 		ob.Failures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")}), 1)
 	// The dead-job alarm watches a standing count, not the deaths: every sweep (each minute)
 	// publishes the gauge OutboxDeadJobs, the dead jobs the table holds, so the alarm stays in
 	// ALARM while any job is dead and clears once they are retried or deleted. Without data (no
 	// sweep ran) it keeps its state.
-	add("OutboxDeadAlarm", "Outbox jobs are dead: the relay gave up sending them, or could not read them; the alarm holds while any is (sqsworker outbox list --state dead; outbox show; outbox retry).",
+	jq.alarm("OutboxDeadAlarm", AlarmOutboxDeadJobs,
+		"Outbox jobs are dead: the relay gave up sending them, or could not read them; the alarm holds while any is (sqsworker outbox list --state dead; outbox show; outbox retry).",
 		jq.outboxMetric("OutboxDeadJobs", "Maximum"), 1, awscloudwatch.TreatMissingData_IGNORE)
-	add("OutboxRelayErrorsAlarm", "The outbox relay function failed invocations.",
+	// Its id differs from the PostgreSQL outbox's OutboxRelayErrorsAlarm: a stack may have both.
+	jq.alarm("OutboxRelayFunctionErrorsAlarm", AlarmOutboxRelayFunctionErrors, "The outbox relay function failed invocations.",
 		ob.Relay.MetricErrors(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")}), 1)
 }
 

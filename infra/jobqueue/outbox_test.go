@@ -104,11 +104,18 @@ func TestOutboxRelayAndItsEventSource(t *testing.T) {
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), map[string]any{
 			"ScheduleExpression": "rate(1 minute)",
-			"Target": assertions.Match_ObjectLike(&map[string]any{
+			"State":              "ENABLED",
+			"GroupName":          map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^JobsOutboxScheduleGroup"))},
+			"Target": map[string]any{
+				"Arn":         map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsRelay[0-9A-F]{8}$")), "Arn"}},
+				"RoleArn":     map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsOutboxSweepRole")), "Arn"}},
 				"Input":       `{"mode":"sweep"}`,
-				"RetryPolicy": assertions.Match_ObjectLike(&map[string]any{"MaximumRetryAttempts": 0}),
-			}),
+				"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0},
+			},
 		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::ScheduleGroup"), map[string]any{"Name": "shop-outbox"})
 	})
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "shop-outbox-relay-failures", "SqsManagedSseEnabled": true})
@@ -161,31 +168,104 @@ func TestOutboxGrants(t *testing.T) {
 	if len(st) != 2 {
 		t.Errorf("producer policy has %d statements, want 2: %s", len(st), got)
 	}
-	// The relay: its table's item actions (no Scan, no PutItem), the stream, the queue.
-	relay, _ := json.Marshal(policyStatements(t, tmpl, "RelayRole"))
-	for _, want := range []string{"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:GetRecords", "sqs:SendMessage"} {
-		if !strings.Contains(string(relay), want) {
-			t.Errorf("relay policy lacks %s: %s", want, relay)
+}
+
+// The relay's calls (functions/relay, pkg/outbox/dynamooutbox): on its table UpdateItem (claim,
+// release, kill), DeleteItem (sent), GetItem, BatchGetItem and Query (a FIFO group's head); Query
+// on by_state (due jobs, CountDead) and by_id (a job's key). Its producer sends, and schedules
+// delays beyond 15 minutes (CreateSchedule only: pkg/schedule's ScheduleJob).
+var (
+	relayTable = []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	// What Lambda's event source mapping reads the stream with (on the relay's role).
+	streamRead = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+)
+
+// TestOutboxRelayGrants compares the relay's and the sweep schedule's roles action by action and
+// resource by resource: exactly what the relay calls (no /index/* wildcard, no PutItem or Scan,
+// no schedule reads, updates or deletes), the stream reads and on-failure send its event source
+// needs, and for the sweep lambda:InvokeFunction on the relay's unqualified ARN only.
+func TestOutboxRelayGrants(t *testing.T) {
+	tmpl, _ := outboxStack(t)
+	ob := "JobsOutboxTable"
+	checkGrants(t, "JobsRelayRole", grants(t, tmpl, "JobsRelayRole"), map[string][]string{
+		"JobsRelayLogs.Arn":           {"logs:CreateLogStream", "logs:PutLogEvents"},
+		ob + ".Arn":                   relayTable,
+		ob + ".Arn/index/by_state":    {"dynamodb:Query"},
+		ob + ".Arn/index/by_id":       {"dynamodb:Query"},
+		ob + ".StreamArn":             streamRead,
+		"*":                           {"dynamodb:ListStreams"},
+		"JobsOutboxRelayFailures.Arn": send,
+		queueArn:                      send,
+		schedulesOf("shop-jobs"):      {"scheduler:CreateSchedule"},
+		schedRole:                     {"iam:PassRole"},
+	})
+	checkGrants(t, "JobsOutboxSweepRole", grants(t, tmpl, "JobsOutboxSweepRole"), map[string][]string{
+		"JobsRelay.Arn": {"lambda:InvokeFunction"},
+	})
+}
+
+// TestOutboxSweepTrust: only EventBridge Scheduler, for this account and for schedules in the
+// relays' own schedule group (where the sweep is), may assume the sweep's role.
+func TestOutboxSweepTrust(t *testing.T) {
+	tmpl, _ := outboxStack(t)
+	checkSchedulerTrust(t, tmpl, "JobsOutboxSweepRole", "JobsOutboxScheduleGroup.Arn")
+}
+
+// checkSchedulerTrust checks that the role's trust policy is one statement for
+// scheduler.amazonaws.com with StringEquals aws:SourceAccount (this account) and aws:SourceArn
+// (the group's ARN, rendered).
+func checkSchedulerTrust(t *testing.T, tmpl assertions.Template, role, groupArn string) {
+	t.Helper()
+	for id, r := range *tmpl.FindResources(jsii.String("AWS::IAM::Role"), nil) {
+		if cdkHash.ReplaceAllString(id, "") != role {
+			continue
 		}
-	}
-	for _, bad := range []string{"dynamodb:Scan", "dynamodb:PutItem", "dynamodb:*", `"Action":"*"`} {
-		if strings.Contains(string(relay), bad) {
-			t.Errorf("relay policy has %s: %s", bad, relay)
+		doc := (*r)["Properties"].(map[string]any)["AssumeRolePolicyDocument"].(map[string]any)
+		b, _ := json.Marshal(doc["Statement"])
+		sts := doc["Statement"].([]any)
+		if len(sts) != 1 {
+			t.Fatalf("%s: trust statements %s", role, b)
 		}
+		st := sts[0].(map[string]any)
+		if p := render(st["Principal"]); p != `{"Service":"scheduler.amazonaws.com"}` {
+			t.Errorf("%s: trusts %s", role, p)
+		}
+		cond, _ := st["Condition"].(map[string]any)
+		eq, _ := cond["StringEquals"].(map[string]any)
+		if len(cond) != 1 || len(eq) != 2 {
+			t.Fatalf("%s: trust condition %s, want StringEquals on aws:SourceAccount and aws:SourceArn", role, b)
+		}
+		if got := render(eq["aws:SourceAccount"]); got != "${AWS::AccountId}" {
+			t.Errorf("%s: aws:SourceAccount %s", role, got)
+		}
+		if got := render(eq["aws:SourceArn"]); got != groupArn {
+			t.Errorf("%s: aws:SourceArn %s, want %s", role, got, groupArn)
+		}
+		return
 	}
-	// The one statement on every resource is ListStreams, which has no resource-level permission.
-	if n := strings.Count(string(relay), `"Resource":"*"`); n != 1 || !strings.Contains(string(relay), `{"Action":"dynamodb:ListStreams","Effect":"Allow","Resource":"*"}`) {
-		t.Errorf("relay policy: %d statements on *, want only ListStreams: %s", n, relay)
-	}
+	t.Fatalf("no role %s", role)
 }
 
 func TestOutboxAlarmsAndDashboard(t *testing.T) {
 	tmpl, jq := outboxStack(t)
 	alarms := *tmpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil)
-	for _, id := range []string{"OutboxIteratorAgeAlarm", "OutboxRelayFailuresAlarm", "OutboxDeadAlarm", "OutboxRelayErrorsAlarm"} {
+	// Each named <Name>-jobs-<suffix>, which the alarm topic's policy covers (an alarm without a
+	// name of its own cannot notify: TestEveryAlarmCanNotify in internal/shapes checks all).
+	for id, suffix := range map[string]string{"OutboxIteratorAgeAlarm": AlarmOutboxIteratorAge, "OutboxRelayFailuresAlarm": AlarmOutboxRelayFailures,
+		"OutboxDeadAlarm": AlarmOutboxDeadJobs, "OutboxRelayFunctionErrorsAlarm": AlarmOutboxRelayFunctionErrors} {
 		found := false
-		for logical := range alarms {
-			found = found || strings.Contains(logical, id)
+		for logical, a := range alarms {
+			if cdkHash.ReplaceAllString(logical, "") != "Jobs"+id {
+				continue
+			}
+			found = true
+			props := (*a)["Properties"].(map[string]any)
+			if got, want := props["AlarmName"], "shop-jobs-"+suffix; got != want {
+				t.Errorf("alarm %s is named %v, want %s", id, got, want)
+			}
+			if acts := props["AlarmActions"].([]any); len(acts) != 1 || render(acts[0]) != "JobsAlarmTopic" {
+				t.Errorf("alarm %s actions %v", id, acts)
+			}
 		}
 		if !found {
 			t.Errorf("no alarm %s", id)
@@ -247,10 +327,17 @@ func TestOutboxValidate(t *testing.T) {
 	if err := (Props{Name: "t", WorkerAsset: assetPath, Outbox: &OutboxProps{RelayAsset: assetPath}}).Validate(); err != nil {
 		t.Errorf("the outbox's defaults: %v", err)
 	}
+	// The reviewer's case: 59 characters passed, and the failures queue got 81 (SQS: 80).
+	long := strings.Repeat("n", 59)
+	if err := (Props{Name: long, WorkerAsset: assetPath, Outbox: &OutboxProps{RelayAsset: assetPath}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "Name is 59 characters, at most 57 fit") {
+		t.Errorf("Validate with a 59-character Name and the outbox = %v", err)
+	}
 }
 
 // TestNagOutbox runs the AwsSolutions pack over a stack with the outbox: no errors, and every
-// suppression has a reason (the outbox adds two: its failures queue and the relay's role).
+// suppression has a reason (the outbox adds two: its failures queue and the relay's role; the
+// sweep's role has no wildcard left to suppress).
 func TestNagOutbox(t *testing.T) {
 	app := newTestApp(t)
 	stack := awscdk.NewStack(app, jsii.String("NagOutbox"), nil)
@@ -288,7 +375,41 @@ func TestNagOutbox(t *testing.T) {
 			}
 		}
 	}
-	if n != 3 {
-		t.Errorf("the outbox's resources carry %d suppressions, want 3 (failures queue, relay role, sweep role)", n)
+	if n != 2 {
+		t.Errorf("the outbox's resources carry %d suppressions, want 2 (failures queue, relay role)", n)
+	}
+}
+
+var bothOutboxes synth
+
+// TestBothOutboxes: a stack may have the DynamoDB and the PostgreSQL outbox at once (their
+// alarms, roles and schedules do not collide; both schedules are in the relays' one group), and
+// beside a payload bucket only the PostgreSQL relay, which sends large jobs through it, may write
+// there: a DynamoDB outbox item always fits in an SQS message.
+func TestBothOutboxes(t *testing.T) {
+	tmpl, _ := bothOutboxes.get(t, Props{Name: "both", PayloadBucket: true, Outbox: &OutboxProps{RelayAsset: assetPath},
+		PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DSN: "postgres://relay@db/app"}})
+	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Scheduler::ScheduleGroup"), jsii.Number(2)) })
+	check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Scheduler::Schedule"), jsii.Number(2)) })
+	names := map[string]bool{}
+	for id, a := range *tmpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+		name, _ := (*a)["Properties"].(map[string]any)["AlarmName"].(string)
+		if names[name] {
+			t.Errorf("alarm %s: name %q taken twice", id, name)
+		}
+		names[name] = true
+	}
+	for _, want := range []string{AlarmOutboxRelayFunctionErrors, AlarmOutboxRelayErrors, AlarmOutboxDeadJobs, AlarmOutboxDeadRows} {
+		if !names[AlarmName("both", want)] {
+			t.Errorf("no alarm %s", AlarmName("both", want))
+		}
+	}
+	for r := range grants(t, tmpl, "JobsRelayRole") {
+		if strings.Contains(r, "PayloadBucket") {
+			t.Errorf("the DynamoDB relay has grants on the payload bucket (%s), which it never writes", r)
+		}
+	}
+	if got := grants(t, tmpl, "JobsPgRelayRole")[bucketObjects]; len(got) != 1 || got[0] != "s3:PutObject" {
+		t.Errorf("the PostgreSQL relay on the payload objects: %v, want s3:PutObject", got)
 	}
 }

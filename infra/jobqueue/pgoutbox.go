@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsschedulertargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -31,6 +31,15 @@ const (
 	minPgRelayTimeout             = 20 * time.Second // the function keeps 12 s before its deadline
 	pgRelayDeadlineMarginSeconds  = 12
 )
+
+// PgRelayTableActions are the job-table calls of the PostgreSQL relay (functions/pgrelay): its
+// producer records each sent job queued (pkg/status RecordEnqueued, or RecordScheduledJob for a
+// job delayed through Scheduler), one conditional PutItem each. It reads nothing.
+var PgRelayTableActions = []string{"dynamodb:PutItem"}
+
+// PgRelaySecretActions are its calls on DatabaseSecret: it reads the secret's value at each new
+// connection (cached five minutes), and nothing else.
+var PgRelaySecretActions = []string{"secretsmanager:GetSecretValue"}
 
 // Alarm name suffixes of the PostgreSQL outbox (AlarmName(Props.Name, suffix)).
 const (
@@ -128,7 +137,9 @@ type PostgresOutbox struct {
 	Function awslambda.Function
 	Role     awsiam.Role
 	LogGroup awslogs.LogGroup
-	Schedule awsscheduler.Schedule
+	// Schedule, in the group OutboxScheduleGroupName, invokes the function every
+	// PostgresOutboxProps.Schedule.
+	Schedule awsscheduler.CfnSchedule
 	// ScheduleRole is the role the schedule invokes the function with.
 	ScheduleRole awsiam.Role
 }
@@ -302,37 +313,23 @@ func (jq *JobQueue) postgresOutbox() {
 	if o.Database != nil {
 		o.Database.Connections().AllowDefaultPortFrom(po.Function, jsii.String("sqsworker outbox relay"))
 	}
-	jq.GrantEnqueue(po.Function)
+	// Exactly what the function calls: send (and schedule long delays, and write large jobs to
+	// the payload bucket), record sent jobs queued, read the secret.
+	jq.grantRelayEnqueue(po.Function, true)
 	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: po.Function, Actions: jsii.Strings(WorkerTableActions...), ResourceArns: jsii.Strings(*jq.Table.TableArn()),
+		Grantee: po.Function, Actions: jsii.Strings(PgRelayTableActions...), ResourceArns: jsii.Strings(*jq.Table.TableArn()),
 	})
 	if o.DatabaseSecret != nil {
-		o.DatabaseSecret.GrantRead(po.Function, nil)
+		grantSecretValue(o.DatabaseSecret, po.Function)
 	}
 
 	// Every Schedule, with no retries: the next run is the retry, and a late one would only
 	// overlap it (which is safe, but useless). The schedule's role is the construct's own (CDK
-	// would make one per stack, outside the construct), assumable by this account's scheduler.
-	po.ScheduleRole = awsiam.NewRole(c, jsii.String("PgRelayScheduleRole"), &awsiam.RoleProps{
-		AssumedBy: awsiam.NewServicePrincipal(jsii.String(SchedulerService), &awsiam.ServicePrincipalOpts{
-			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(c).Account()}},
-		}),
-		Description: jsii.String("EventBridge Scheduler runs the PostgreSQL outbox relay of " + jq.Props.Name),
-	})
-	po.Schedule = awsscheduler.NewSchedule(c, jsii.String("PgRelaySchedule"), &awsscheduler.ScheduleProps{
-		Schedule:    awsscheduler.ScheduleExpression_Rate(secs(o.Schedule)),
-		Description: jsii.String("sqsworker: run the PostgreSQL outbox relay of " + jq.Props.Name),
-		Target: awsschedulertargets.NewLambdaInvoke(po.Function, &awsschedulertargets.ScheduleTargetBaseProps{
-			Role:          po.ScheduleRole,
-			RetryAttempts: jsii.Number(0),
-			MaxEventAge:   secs(o.Schedule),
-		}),
-	})
-	suppress(po.ScheduleRole.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
-		ID:        "AwsSolutions-IAM5",
-		Reason:    "CDK's grantInvoke covers the relay function and its versions and aliases, <function ARN>:*; the role may invoke nothing else.",
-		AppliesTo: []any{map[string]any{"regex": "/^Resource::<.*PgRelay[0-9A-F]+\\.Arn>:\\*$/"}},
-	})
+	// would make one per stack, outside the construct), and trusts Scheduler for the relays'
+	// group only (relays.go).
+	po.ScheduleRole, po.Schedule = jq.relaySchedule("PgRelaySchedule", po.Function, o.Schedule, "", o.Schedule,
+		"EventBridge Scheduler runs the PostgreSQL outbox relay of "+jq.Props.Name,
+		"sqsworker: run the PostgreSQL outbox relay of "+jq.Props.Name)
 
 	// Alarms, on the relay's EMF metrics and on the function's own errors.
 	metric := func(name, stat string) awscloudwatch.IMetric {
@@ -387,4 +384,23 @@ func (jq *JobQueue) postgresOutbox() {
 	})
 	out.OverrideLogicalId(jsii.String(*c.Node().Id() + "PgRelayFunctionName"))
 	jq.PostgresOutbox = po
+}
+
+// grantSecretValue lets grantee read secret's value: secretsmanager:GetSecretValue on the secret
+// (the ARN CDK's GrantRead uses, with "-??????" for the random suffix when the secret was
+// imported by name), and, when the secret has a customer key, kms:Decrypt on it through Secrets
+// Manager only (kms:ViaService, as GrantRead does). Not GrantRead itself: it adds
+// secretsmanager:DescribeSecret, which the relay never calls.
+func grantSecretValue(secret awssecretsmanager.ISecret, grantee awsiam.IGrantable) {
+	arn := secret.SecretFullArn()
+	if arn == nil {
+		arn = jsii.String(*secret.SecretArn() + "-??????")
+	}
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings(PgRelaySecretActions...), ResourceArns: &[]*string{arn},
+	})
+	if key := secret.EncryptionKey(); key != nil {
+		region := awscdk.Stack_Of(secret).Region()
+		key.GrantDecrypt(awskms.NewViaServicePrincipal(jsii.String("secretsmanager."+*region+".amazonaws.com"), grantee.GrantPrincipal()))
+	}
 }

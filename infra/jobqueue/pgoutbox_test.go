@@ -1,7 +1,6 @@
 package jobqueue
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -58,16 +58,21 @@ func TestPostgresOutboxFunction(t *testing.T) {
 			"VpcConfig": map[string]any{"SubnetIds": assertions.Match_AnyValue(), "SecurityGroupIds": assertions.Match_AnyValue()},
 		})
 	})
-	// Every minute, no retries.
+	// Every minute, no retries, in the relays' schedule group.
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), map[string]any{
 			"ScheduleExpression": "rate(1 minute)",
 			"State":              "ENABLED",
+			"GroupName":          map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("^JobsOutboxScheduleGroup"))},
 			"Target": map[string]any{
-				"Arn":         map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("PgRelay"))})},
+				"Arn":         map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsPgRelay[0-9A-F]{8}$")), "Arn"}},
+				"RoleArn":     map[string]any{"Fn::GetAtt": []any{assertions.Match_StringLikeRegexp(jsii.String("^JobsPgRelayScheduleRole")), "Arn"}},
 				"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
 			},
 		})
+	})
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::ScheduleGroup"), map[string]any{"Name": "pg-outbox"})
 	})
 	// The database lets the relay in on its port.
 	check(t, func() {
@@ -81,31 +86,81 @@ func TestPostgresOutboxFunction(t *testing.T) {
 	})
 }
 
-// The relay's role: send to the queue and manage schedules (GrantEnqueue), the job table's item
-// actions, the secret, its log group; nothing on other resources.
+// TestPostgresOutboxGrants compares the relay's role and its schedule's, action by action and
+// resource by resource, with what functions/pgrelay calls: SendMessage (its producer), PutItem on
+// the job table (pkg/status RecordEnqueued and RecordScheduledJob: the queued or scheduled record
+// of each sent job), CreateSchedule in the job group for delays beyond 15 minutes (pkg/schedule
+// ScheduleJob) with iam:PassRole, GetSecretValue on the secret, its log group; the schedule's
+// role may invoke the function's unqualified ARN only.
 func TestPostgresOutboxGrants(t *testing.T) {
 	tmpl, _ := pgOutboxApp(t)
-	policies := *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), map[string]any{
-		"Properties": map[string]any{"Roles": assertions.Match_ArrayWith(&[]any{map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("PgRelayRole"))}})},
+	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
+		"JobsPgRelayLogs.Arn":  {"logs:CreateLogStream", "logs:PutLogEvents"},
+		queueArn:               send,
+		tableArn:               {"dynamodb:PutItem"},
+		"DatabaseSecret":       {"secretsmanager:GetSecretValue"},
+		schedulesOf("pg-jobs"): {"scheduler:CreateSchedule"},
+		schedRole:              {"iam:PassRole"},
 	})
-	if len(policies) != 1 {
-		t.Fatalf("%d policies on the relay's role, want 1", len(policies))
-	}
-	var doc string
-	for _, p := range policies {
-		b, _ := json.Marshal(p)
-		doc = string(b)
-	}
-	for _, want := range []string{`"sqs:SendMessage"`, `"secretsmanager:GetSecretValue"`, `"dynamodb:UpdateItem"`, `"dynamodb:PutItem"`,
-		`"scheduler:CreateSchedule"`, `"iam:PassRole"`, `"logs:PutLogEvents"`} {
-		if !strings.Contains(doc, want) {
-			t.Errorf("the relay's policy lacks %s: %s", want, doc)
+	checkGrants(t, "JobsPgRelayScheduleRole", grants(t, tmpl, "JobsPgRelayScheduleRole"), map[string][]string{
+		"JobsPgRelay.Arn": {"lambda:InvokeFunction"},
+	})
+}
+
+// TestPostgresOutboxScheduleTrust: only EventBridge Scheduler, for this account and for schedules
+// in the relays' own schedule group, may assume the schedule's role.
+func TestPostgresOutboxScheduleTrust(t *testing.T) {
+	tmpl, _ := pgOutboxApp(t)
+	checkSchedulerTrust(t, tmpl, "JobsPgRelayScheduleRole", "JobsOutboxScheduleGroup.Arn")
+}
+
+var pgSecretByName, pgSecretKeyed synth
+
+// TestPostgresOutboxSecretGrant: a secret imported by name is granted with the "-??????" of its
+// random suffix (as CDK's GrantRead), and a secret with a customer key adds kms:Decrypt on the key
+// through Secrets Manager only; nothing but GetSecretValue on the secret either way.
+func TestPostgresOutboxSecretGrant(t *testing.T) {
+	tmpl, _ := pgSecretByName.getWith(t, func(stack awscdk.Stack) Props {
+		secret := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String("DatabaseSecret"), jsii.String("app-db"))
+		return Props{Name: "pgs", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
+	})
+	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
+		"JobsPgRelayLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
+		queueArn:              send,
+		tableArn:              {"dynamodb:PutItem"},
+		"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:app-db-??????": {"secretsmanager:GetSecretValue"},
+	})
+
+	tmpl, _ = pgSecretKeyed.getWith(t, func(stack awscdk.Stack) Props {
+		key := awskms.NewKey(stack, jsii.String("SecretKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
+		secret := awssecretsmanager.NewSecret(stack, jsii.String("DatabaseSecret"), &awssecretsmanager.SecretProps{EncryptionKey: key})
+		return Props{Name: "pgk", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
+	})
+	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
+		"JobsPgRelayLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
+		queueArn:              send,
+		tableArn:              {"dynamodb:PutItem"},
+		"DatabaseSecret":      {"secretsmanager:GetSecretValue"},
+	})
+	// CDK writes the grant on a key of the same stack into the key's policy (as GrantRead does).
+	n := 0
+	for _, k := range *tmpl.FindResources(jsii.String("AWS::KMS::Key"), nil) {
+		for _, st := range (*k)["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			if render(st["Principal"].(map[string]any)["AWS"]) != "JobsPgRelayRole.Arn" {
+				continue
+			}
+			n++
+			if st["Action"] != "kms:Decrypt" || render(st["Resource"]) != "*" {
+				t.Errorf("key policy gives the relay %v on %v, want kms:Decrypt on the key", st["Action"], st["Resource"])
+			}
+			if c := render(st["Condition"]); c != `{"StringEquals":{"kms:ViaService":{"Fn::Join":["",["secretsmanager.",{"Ref":"AWS::Region"},".amazonaws.com"]]}}}` {
+				t.Errorf("kms:Decrypt without kms:ViaService secretsmanager: %s", c)
+			}
 		}
 	}
-	for _, unwanted := range []string{`"dynamodb:Scan"`, `"dynamodb:DeleteItem"`, `"sqs:ReceiveMessage"`, `"sqs:DeleteMessage"`} {
-		if strings.Contains(doc, unwanted) {
-			t.Errorf("the relay's policy has %s, which it never calls", unwanted)
-		}
+	if n != 1 {
+		t.Errorf("%d key policy statements for the relay, want 1 (kms:Decrypt through Secrets Manager)", n)
 	}
 }
 

@@ -55,7 +55,8 @@ func TestDefaults(t *testing.T) {
 
 // TestValidateNameBoundaries checks Name against the strictest name derived from it, at the
 // boundary: the schedule group <Name>-jobs (EventBridge Scheduler: 64) while scheduling is
-// enabled, otherwise the DLQ <Name>-jobs-dlq (SQS: 80, including ".fifo").
+// enabled, otherwise the DLQ <Name>-jobs-dlq (SQS: 80, including ".fifo"); with an outbox the
+// relays' schedule group <Name>-outbox (64).
 func TestValidateNameBoundaries(t *testing.T) {
 	n := func(k int) string { return strings.Repeat("a", k) }
 	for _, tc := range []struct {
@@ -71,6 +72,22 @@ func TestValidateNameBoundaries(t *testing.T) {
 		{"standard 72", Props{Name: n(72), DisableScheduling: true}, `Name is 72 characters, at most 71 fit: the DLQ name "` + n(72) + `-jobs-dlq" would be 81 characters, above SQS's limit of 80`},
 		{"fifo 66", Props{Name: n(66), FIFO: true, DisableScheduling: true}, ""},
 		{"fifo 67", Props{Name: n(67), FIFO: true, DisableScheduling: true}, `Name is 67 characters, at most 66 fit: the DLQ name "` + n(67) + `-jobs-dlq.fifo" would be 81 characters, above SQS's limit of 80`},
+		// The DynamoDB outbox: its failures queue <Name>-outbox-relay-failures (SQS: 80) and, with
+		// either outbox, the relays' schedule group <Name>-outbox (Scheduler: 64), the stricter.
+		{"outbox 57", Props{Name: n(57), Outbox: &OutboxProps{}}, ""},
+		{"outbox 58", Props{Name: n(58), Outbox: &OutboxProps{}}, `Name is 58 characters, at most 57 fit: the outbox schedule group name "` + n(58) + `-outbox" would be 65 characters, above EventBridge Scheduler's limit of 64`},
+		{"outbox no scheduling 57", Props{Name: n(57), Outbox: &OutboxProps{}, DisableScheduling: true}, ""},
+		{"outbox no scheduling 58", Props{Name: n(58), Outbox: &OutboxProps{}, DisableScheduling: true}, "the outbox schedule group name"},
+		{"outbox 59 (the reviewer's)", Props{Name: n(59), Outbox: &OutboxProps{}}, "at most 57 fit"},
+		{"postgres outbox 57", Props{Name: n(57), PostgresOutbox: &PostgresOutboxProps{DSN: "postgres://db/app"}}, ""},
+		{"postgres outbox 58", Props{Name: n(58), PostgresOutbox: &PostgresOutboxProps{DSN: "postgres://db/app"}}, "the outbox schedule group name"},
+		{"postgres outbox no scheduling 58", Props{Name: n(58), DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{DSN: "postgres://db/app"}}, "at most 57 fit"},
+		// The API and the payload bucket add no name that binds: alarms (CloudWatch: 255) and a
+		// bucket name CloudFormation generates.
+		{"api 59", Props{Name: n(59), Api: &ApiProps{Kinds: []ApiKind{{Kind: "k"}}}}, ""},
+		{"api 60", Props{Name: n(60), Api: &ApiProps{Kinds: []ApiKind{{Kind: "k"}}}}, "the schedule group name"},
+		{"payload 71 without scheduling", Props{Name: n(71), PayloadBucket: true, DisableScheduling: true}, ""},
+		{"payload 72 without scheduling", Props{Name: n(72), PayloadBucket: true, DisableScheduling: true}, "the DLQ name"},
 		{"underscore", Props{Name: "my_app"}, ""},
 		{"hyphen and digits", Props{Name: "My-App-2"}, ""},
 		{"dot", Props{Name: "my.app"}, `Name "my.app" has '.': use only letters, digits, '-' and '_'`},
@@ -79,12 +96,12 @@ func TestValidateNameBoundaries(t *testing.T) {
 		{"non-ASCII", Props{Name: "café"}, `has 'é'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.p.Validate()
+			err := validateName(tc.p.withDefaults()) // Validate's name check alone (the parts' assets are not here)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Fatalf("Validate() = %v, want nil", err)
+				t.Fatalf("validateName() = %v, want nil", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+				t.Fatalf("validateName() = %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
@@ -96,5 +113,27 @@ func TestValidateRecursiveLoop(t *testing.T) {
 	}
 	if p := (Props{Name: "t"}).withDefaults(); p.RecursiveLoop != awslambda.RecursiveLoop_TERMINATE {
 		t.Fatalf("default RecursiveLoop %q", p.RecursiveLoop)
+	}
+}
+
+// TestMaxNameLength: the longest Name each combination of parts allows, as the boundaries above.
+func TestMaxNameLength(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		p    Props
+		want int
+	}{
+		{"defaults", Props{}, 59},
+		{"no scheduling", Props{DisableScheduling: true}, 71},
+		{"no scheduling, FIFO", Props{DisableScheduling: true, FIFO: true}, 66},
+		{"outbox", Props{Outbox: &OutboxProps{}}, 57},
+		{"outbox, FIFO, no scheduling", Props{Outbox: &OutboxProps{}, DisableScheduling: true, FIFO: true}, 57},
+		{"postgres outbox, no scheduling", Props{PostgresOutbox: &PostgresOutboxProps{}, DisableScheduling: true}, 57},
+		{"api and payload bucket", Props{Api: &ApiProps{}, PayloadBucket: true}, 59},
+		{"Name ignored", Props{Name: "ignored", DisableScheduling: true}, 71},
+	} {
+		if got := MaxNameLength(tc.p); got != tc.want {
+			t.Errorf("MaxNameLength(%s) = %d, want %d", tc.what, got, tc.want)
+		}
 	}
 }

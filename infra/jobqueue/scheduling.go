@@ -75,6 +75,12 @@ func (jq *JobQueue) GrantEnqueue(grantee awsiam.IGrantable) {
 	jq.ScheduleGroup.GrantWriteSchedules(grantee)
 	jq.ScheduleGroup.GrantDeleteSchedules(grantee)
 	jq.ScheduleGroup.GrantReadSchedules(grantee)
+	jq.grantPassSchedulerRole(grantee)
+}
+
+// grantPassSchedulerRole lets grantee pass the scheduler role to EventBridge Scheduler only
+// (iam:PassedToService), in a statement of its own.
+func (jq *JobQueue) grantPassSchedulerRole(grantee awsiam.IGrantable) {
 	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee:      grantee,
 		Actions:      jsii.Strings("iam:PassRole"),

@@ -85,14 +85,46 @@ var All = []Shape{
 		return jobqueue.Props{Name: "big", PayloadBucket: true, WorkerEnqueues: true, EncryptionKey: key}
 	}, nil},
 	{"postgres-outbox", postgresOutboxShape, nil}, // pgoutbox_shape.go
+	// The longest Name each part allows (jobqueue.MaxNameLength), with deletion protection, so
+	// that cfn-lint checks every derived name at its limit and the retention tests see each part
+	// protected.
+	{"long-names-outbox", props(longest('o', jobqueue.Props{Outbox: &jobqueue.OutboxProps{}, WorkerEnqueues: true, DeletionProtection: true})), nil},
+	{"long-names-postgres-outbox", props(longest('p', jobqueue.Props{DeletionProtection: true,
+		PostgresOutbox: &jobqueue.PostgresOutboxProps{DSN: "postgres://relay@db.internal:5432/app"}})), nil},
+	{"long-names-api", props(longest('a', jobqueue.Props{FIFO: true, DeletionProtection: true,
+		Api: &jobqueue.ApiProps{Kinds: []jobqueue.ApiKind{{Kind: "email.send"}}}})), nil},
+	{"long-names-payload-bucket", props(longest('b', jobqueue.Props{PayloadBucket: true, DeletionProtection: true, WorkerEnqueues: true})), nil},
+	// Both outboxes in one stack, beside the payload bucket: their resources and alarms must not
+	// collide.
+	{"both-outboxes", props(jobqueue.Props{Name: "both", Outbox: &jobqueue.OutboxProps{}, PayloadBucket: true,
+		PostgresOutbox: &jobqueue.PostgresOutboxProps{DSN: "postgres://relay@db.internal:5432/app"}}), nil},
+}
+
+// longest is p with the longest Name its settings allow, made of c.
+func longest(c byte, p jobqueue.Props) jobqueue.Props {
+	p.Name = strings.Repeat(string(c), jobqueue.MaxNameLength(p))
+	return p
+}
+
+// Result is one synthesized shape.
+type Result struct {
+	Shape Shape
+	// Path is the template's file.
+	Path string
+	// Stack and JobQueue are the shape's stack and construct (JobQueue.Props: with defaults).
+	Stack    awscdk.Stack
+	JobQueue *jobqueue.JobQueue
 }
 
 // Synth synthesizes every shape, each as its own stack shape-<name> holding one JobQueue and a
 // producer role given GrantEnqueue (and GrantInvokeApi with the API), into the cloud assembly
 // directory dir (dir/shape-<name>.template.json). The app carries the feature flags of the
-// cdk.json at cdkJSON; asset is the worker zip, and the API's is beside it (testasset.ApiZip),
-// as is the schema directory Synth writes for the API shapes. It returns the template paths.
-func Synth(dir, cdkJSON, asset string) ([]string, error) {
+// cdk.json at cdkJSON, and writes each resource's construct path in its metadata
+// (aws:cdk:path), as `cdk synth` does; asset is the worker zip, and the API's is beside it
+// (testasset.ApiZip), as is the schema directory Synth writes for the API shapes. configure,
+// when not nil, runs on each JobQueue before the app is synthesized (the tests add cdk-nag
+// there). It returns the shapes in the order of All.
+func Synth(dir, cdkJSON, asset string, configure func(*jobqueue.JobQueue)) ([]Result, error) {
 	b, err := os.ReadFile(cdkJSON)
 	if err != nil {
 		return nil, err
@@ -116,8 +148,9 @@ func Synth(dir, cdkJSON, asset string) ([]string, error) {
 	if err := os.WriteFile(filepath.Join(schemas, "report.json"), []byte(`{"type":"object","required":["name"]}`), 0o644); err != nil {
 		return nil, err
 	}
+	flags["aws:cdk:enable-path-metadata"] = true
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &flags})
-	var paths []string
+	var results []Result
 	for _, s := range All {
 		stack := awscdk.NewStack(app, jsii.String("shape-"+s.Name), nil)
 		p := s.Props(stack)
@@ -157,8 +190,11 @@ func Synth(dir, cdkJSON, asset string) ([]string, error) {
 		if s.Configure != nil {
 			s.Configure(jq)
 		}
-		paths = append(paths, filepath.Join(dir, "shape-"+s.Name+".template.json"))
+		if configure != nil {
+			configure(jq)
+		}
+		results = append(results, Result{Shape: s, Path: filepath.Join(dir, "shape-"+s.Name+".template.json"), Stack: stack, JobQueue: jq})
 	}
 	app.Synth(nil)
-	return paths, nil
+	return results, nil
 }

@@ -35,12 +35,12 @@ func run(out, cdkJSON string) error {
 		return err
 	}
 	defer cleanup()
-	paths, err := shapes.Synth(out, cdkJSON, asset)
+	results, err := shapes.Synth(out, cdkJSON, asset, nil)
 	if err != nil {
 		return err
 	}
-	for _, p := range paths {
-		fmt.Println(p)
+	for _, r := range results {
+		fmt.Println(r.Path)
 	}
 	return nil
 }
