@@ -19,8 +19,8 @@ import (
 )
 
 // JobQueue is a deployed job system. Each feature area lives in its own file: queues.go,
-// table.go, worker.go, scheduling.go, alarms.go, dashboard.go, api.go, outputs.go; New calls
-// them in order.
+// table.go, worker.go, scheduling.go, payload.go, alarms.go, dashboard.go, api.go, pgoutbox.go,
+// outputs.go, outbox.go (relays.go: what the two outbox relays share); New calls them in order.
 type JobQueue struct {
 	constructs.Construct
 	Props         Props // with defaults applied

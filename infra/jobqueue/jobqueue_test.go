@@ -407,7 +407,8 @@ func TestSchedulerTrust(t *testing.T) {
 // TestDeletionProtectionRetainsOnlyTheTable: with deletion protection the table is retained
 // (and protected); everything else, the schedule group and the log group included, is deleted
 // with the stack, so no retained group keeps firing schedules at a deleted queue and role, and a
-// redeploy with the same name does not collide with a leftover.
+// redeploy with the same name does not collide with a leftover. Its successor over every part,
+// TestDeletionProtectionRetainsOnlyTables in internal/shapes, checks every shape.
 func TestDeletionProtectionRetainsOnlyTheTable(t *testing.T) {
 	for name, tmpl := range map[string]assertions.Template{"protected": must(keyedShape(t)), "unprotected": std(t)} {
 		var retained []string

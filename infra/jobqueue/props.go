@@ -28,9 +28,12 @@ const (
 type Props struct {
 	// Name prefixes the resource names (pkg/awslocal): queue <Name>-jobs, DLQ <Name>-jobs-dlq,
 	// table <Name>-jobs, schedule group <Name>-jobs, scheduler DLQ <Name>-jobs-scheduler-dlq,
-	// dashboard <Name>-jobs, alarms <Name>-jobs-<suffix>. Required: letters, digits, '-' and '_',
-	// at most 59 characters with scheduling (the schedule group's limit of 64), else 71 (66 with
-	// FIFO: the DLQ's limit of 80 with ".fifo"). See names.go.
+	// dashboard <Name>-jobs, alarms <Name>-jobs-<suffix>; with an outbox the relays' schedule
+	// group <Name>-outbox, with the DynamoDB outbox its table <Name>-outbox and failures queue
+	// <Name>-outbox-relay-failures. Required: letters, digits, '-' and '_', at most 59
+	// characters with scheduling (the schedule group's limit of 64), else 71 (66 with FIFO: the
+	// DLQ's limit of 80 with ".fifo"), and 57 with either outbox (the relays' group).
+	// MaxNameLength gives the limit for a set of props; see names.go.
 	Name string
 	// FIFO makes both queues FIFO with content-based deduplication (batch ≤ 10, no window).
 	FIFO bool
@@ -79,8 +82,10 @@ type Props struct {
 	LogRetention awslogs.RetentionDays
 
 	// DeletionProtection turns on the table's deletion protection and retains the table when the
-	// stack is deleted. It is the only resource retained: the queues, the schedule group (and so
-	// its schedules), the log group and the rest are deleted with the stack either way.
+	// stack is deleted, and so for the outbox table with Outbox (it holds jobs committed but not
+	// sent). They are the only resources retained: the queues, the schedule groups (and so their
+	// schedules), the log groups, the payload bucket and the rest are deleted with the stack
+	// either way.
 	DeletionProtection bool
 	// DisableScheduling omits the schedule group and the scheduler role.
 	DisableScheduling bool

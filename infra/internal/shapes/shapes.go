@@ -42,7 +42,9 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // Validate accepts, with and without scheduling, the HTTP producer: IAM-authenticated with
 // schemas inline and in a layer, and public (AuthType NONE, its cdk-nag finding suppressed)
 // without the job table; the transactional outbox, on a standard and on a FIFO stack without
-// scheduling; and the payload bucket (customer key, a worker that enqueues).
+// scheduling; the payload bucket (customer key, a worker that enqueues); the PostgreSQL outbox
+// relay in a VPC; the longest Name each part allows, with deletion protection; and both outboxes
+// in one stack. shapes_test.go checks rules every shape must keep.
 var All = []Shape{
 	{"default", props(jobqueue.Props{Name: "sqsworker"}), nil},
 	{"fifo", props(jobqueue.Props{Name: "fifo", FIFO: true}), nil},
