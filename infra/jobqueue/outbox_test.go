@@ -409,7 +409,7 @@ func TestBothOutboxes(t *testing.T) {
 			t.Errorf("the DynamoDB relay has grants on the payload bucket (%s), which it never writes", r)
 		}
 	}
-	if got := grants(t, tmpl, "JobsPgRelayRole")[bucketObjects]; len(got) != 1 || got[0] != "s3:PutObject" {
-		t.Errorf("the PostgreSQL relay on the payload objects: %v, want s3:PutObject", got)
+	if got := grants(t, tmpl, "JobsPgRelayRole")[bucketPrefix]; len(got) != 1 || got[0] != "s3:PutObject" {
+		t.Errorf("the PostgreSQL relay on the payload objects (%s): %v, want s3:PutObject", bucketPrefix, got)
 	}
 }
