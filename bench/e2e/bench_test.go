@@ -41,14 +41,14 @@ import (
 
 // Settings, from the environment (make bench-e2e passes them through).
 var (
-	numJobs    = envInt("BENCH_E2E_N", 5000)      // jobs per run
-	numRounds  = envInt("BENCH_E2E_ROUNDS", 3)    // rounds of every scenario, interleaved
-	costJobs   = envInt("BENCH_E2E_COST_N", 500)  // jobs of the untimed write-unit pass
-	profileDir = os.Getenv("BENCH_E2E_PROFILE")   // CPU profiles of both processes in the last round
-	only       = os.Getenv("BENCH_E2E_ONLY")      // a regexp on "scenario/batches"
-	runTimeout = 10 * time.Minute                 // one run; generous: the machine is shared
-	batchesSet = []int{1, 4}                      // concurrent batches
-	noopKind   = "bench.noop"                     // the jobs' kind
+	numJobs    = envInt("BENCH_E2E_N", 5000)     // jobs per run
+	numRounds  = envInt("BENCH_E2E_ROUNDS", 3)   // rounds of every scenario, interleaved
+	costJobs   = envInt("BENCH_E2E_COST_N", 500) // jobs of the untimed write-unit pass
+	profileDir = os.Getenv("BENCH_E2E_PROFILE")  // CPU profiles of both processes in the last round
+	only       = os.Getenv("BENCH_E2E_ONLY")     // a regexp on "scenario/batches"
+	runTimeout = 10 * time.Minute                // one run; generous: the machine is shared
+	batchesSet = []int{1, 4}                     // concurrent batches
+	noopKind   = "bench.noop"                    // the jobs' kind
 	floorTTL   = int64(24 * time.Hour / time.Second)
 )
 
@@ -287,7 +287,9 @@ func (b *bench) timed(ctx context.Context, sc scenario, batches, round int, prof
 		}
 		secs := int((expect + time.Second).Seconds()) + 1
 		emuProf = make(chan error, 1)
-		go func() { emuProf <- fetch(b.pprofURL+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), prof+"-emulator.pprof") }()
+		go func() {
+			emuProf <- fetch(b.pprofURL+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), prof+"-emulator.pprof")
+		}()
 		time.Sleep(100 * time.Millisecond) // let the emulator's profile start
 	}
 	b.counter.Reset()
@@ -499,9 +501,9 @@ func runFloor(ctx context.Context, b *bench, r *resources, batches int) error {
 			return fmt.Errorf("floor: claim: %w", err)
 		}
 		_, err = b.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:        table,
-			Key:              key,
-			UpdateExpression: aws.String("SET st = :s, upd = :u, #e = :e"),
+			TableName:                table,
+			Key:                      key,
+			UpdateExpression:         aws.String("SET st = :s, upd = :u, #e = :e"),
 			ExpressionAttributeNames: map[string]string{"#e": "exp"},
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
 				":s": &ddbtypes.AttributeValueMemberS{Value: "succeeded"},

@@ -100,10 +100,10 @@ func Compare(runs []Run, scenario, reference string, batches int) Comparison {
 
 // Summary is the medians of one scenario's runs at one batch count.
 type Summary struct {
-	Scenario                                  string
-	Batches, Runs                             int
+	Scenario                                    string
+	Batches, Runs                               int
 	JobsPerSecond, ClientMicros, EmulatorMicros float64
-	DynamoDBCalls, SQSCalls                   float64
+	DynamoDBCalls, SQSCalls                     float64
 }
 
 // Summarize returns the medians of runs per scenario and batch count, in the order the

@@ -38,7 +38,7 @@ func TestCompareUsesRatiosOfTheSameRound(t *testing.T) {
 		run(2, "raw", 4, 1000, 2, 200*time.Millisecond, 100*time.Millisecond, 0),
 		run(2, "poller", 4, 1000, 2.5, 300*time.Millisecond, 120*time.Millisecond, 0),
 		run(3, "raw", 4, 1000, 1, 100*time.Millisecond, 50*time.Millisecond, 0), // no poller run in round 3
-		run(1, "poller", 1, 1000, 9, time.Second, time.Second, 0),                // another batch count
+		run(1, "poller", 1, 1000, 9, time.Second, time.Second, 0),               // another batch count
 	}
 	c := Compare(runs, "poller", "raw", 4)
 	if c.Rounds != 2 {
