@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,21 +74,21 @@ func (r *layoutRig) raw(pk string) map[string]types.AttributeValue {
 // countingDDB counts the calls of a client.
 type countingDDB struct {
 	DynamoDBAPI
-	gets, queries, batches int
+	gets, queries, batches atomic.Int64
 }
 
 func (c *countingDDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets++
+	c.gets.Add(1)
 	return c.DynamoDBAPI.GetItem(ctx, in, o...)
 }
 
 func (c *countingDDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.queries++
+	c.queries.Add(1)
 	return c.DynamoDBAPI.Query(ctx, in, o...)
 }
 
 func (c *countingDDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.batches++
+	c.batches.Add(1)
 	return c.DynamoDBAPI.BatchGetItem(ctx, in, o...)
 }
 
@@ -127,9 +128,9 @@ func TestJobKeyedByItsID(t *testing.T) {
 	if err != nil || j.Key != "01JOBA" || j.State != idempotency.StateSucceeded {
 		t.Errorf("GetByID = %+v, %v", j, err)
 	}
-	if counter.gets != 1 || counter.batches != 0 {
+	if counter.gets.Load() != 1 || counter.batches.Load() != 0 {
 		t.Errorf("GetByID of a job keyed by its id: %d GetItem, %d BatchGetItem; want 1 direct read (and the by_id query: %d)",
-			counter.gets, counter.batches, counter.queries)
+			counter.gets.Load(), counter.batches.Load(), counter.queries.Load())
 	}
 	page, err := r.tbl.List(ctx, ListQuery{State: idempotency.StateDead, Kind: "email.send"})
 	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].JobID != "01JOBD" || page.Jobs[0].Reason != "exhausted" {
