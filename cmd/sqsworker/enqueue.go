@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -184,7 +185,13 @@ the local schedule dispatcher does.`,
 				}
 			}
 			if refs.Table != "" {
-				if cfg.Status, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
+				// The queued records go where the worker claims: SQSWORKER_TABLE_LAYOUT, as the
+				// functions read it (docs/TABLE.md).
+				layout, err := idempotency.ParseLayout(strings.ToLower(strings.TrimSpace(os.Getenv("SQSWORKER_TABLE_LAYOUT"))))
+				if err != nil {
+					return &usageError{fmt.Errorf("SQSWORKER_TABLE_LAYOUT: %v", err)}
+				}
+				if cfg.Status, err = status.New(status.Config{Client: c.ddb, Table: refs.Table, Layout: layout}); err != nil {
 					return err
 				}
 			}

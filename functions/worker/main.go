@@ -77,7 +77,8 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		Logger:         logger,
 	}
 	if cfg.Table != "" {
-		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
+		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table,
+			Layout: cfg.TableLayout})
 		if err != nil {
 			return nil, err
 		}

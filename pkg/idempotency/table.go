@@ -122,6 +122,18 @@ func (l Layout) String() string {
 	return "Layout(" + strconv.Itoa(int(l)) + ")"
 }
 
+// ParseLayout returns the layout named s ("by-id" or "kind-key", as String writes them); "" is
+// the default, LayoutByID.
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "", LayoutByID.String():
+		return LayoutByID, nil
+	case LayoutKindKey.String():
+		return LayoutKindKey, nil
+	}
+	return 0, fmt.Errorf("idempotency: unknown table layout %q (want %s or %s)", s, LayoutByID, LayoutKindKey)
+}
+
 // Valid reports whether l is a known layout.
 func (l Layout) Valid() bool { return l == LayoutByID || l == LayoutKindKey }
 
