@@ -174,6 +174,9 @@ func PrintComparisons(w io.Writer, cs []Comparison) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\t÷ reference\tbatches\trounds\tjobs/s ratio\tclient CPU/job ratio\temulator CPU/job ratio\t")
 	for _, c := range cs {
+		if c.Rounds == 0 {
+			continue // not run (BENCH_E2E_ONLY)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t\n", c.Scenario, c.Reference, c.Batches, c.Rounds,
 			c.Throughput, c.ClientCPU, c.EmulatorCPU)
 	}
