@@ -83,7 +83,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 			return nil, err
 		}
 		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
-			Store: store, Logger: logger, OnFinishError: m.FinishError,
+			Store: store, Logger: logger, OnFinishError: m.FinishError, ExpectRecords: cfg.ExpectRecords,
 		})
 		if err != nil {
 			return nil, err

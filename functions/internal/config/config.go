@@ -26,6 +26,7 @@ const (
 	EnvDLQURL         = "SQSWORKER_DLQ_URL"
 	EnvTable          = "SQSWORKER_TABLE"
 	EnvTableLayout    = "SQSWORKER_TABLE_LAYOUT"
+	EnvExpectRecords  = "SQSWORKER_EXPECT_RECORDS"
 	EnvLogLevel       = "SQSWORKER_LOG_LEVEL"
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
@@ -69,6 +70,11 @@ type Worker struct {
 	// kind-key to keep the layout of earlier releases while they may still have jobs in flight;
 	// docs/TABLE.md). Defaults to by-id.
 	TableLayout idempotency.Layout
+	// ExpectRecords says that producers record jobs before they run (the HTTP API, producers with
+	// a status recorder): the first claim then updates that record instead of trying a write
+	// that only a job without a record wins (SQSWORKER_EXPECT_RECORDS,
+	// idempotency.MiddlewareConfig.ExpectRecords). Defaults to false.
+	ExpectRecords bool
 	// LogLevel is the level of the JSON log on stderr. Defaults to info.
 	LogLevel slog.Level
 	// Concurrency bounds the jobs of a batch running at once. Defaults to 10.
@@ -151,6 +157,13 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		LogLevel:      logLevel(getenv, &errs),
 		ScheduleGroup: strings.TrimSpace(getenv(EnvScheduleGroup)),
 		PayloadBucket: strings.TrimSpace(getenv(EnvPayloadBucket)),
+	}
+	if s := strings.TrimSpace(getenv(EnvExpectRecords)); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a boolean (true or false; default false)", EnvExpectRecords, s))
+		}
+		c.ExpectRecords = b
 	}
 	c.Concurrency = DefaultConcurrency
 	if s := strings.TrimSpace(getenv(EnvConcurrency)); s != "" {
