@@ -277,3 +277,27 @@ func TestStatusWritesForJobsKeyedByTheirID(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuedWriteOfAJobKeyedByItsID: the outbox's queued record of a job without a key goes under
+// the job's id, where the worker's claim (and GetByID's direct read) find it.
+func TestQueuedWriteOfAJobKeyedByItsID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newLayoutRig(t, idempotency.LayoutByID)
+	w, err := r.tbl.QueuedWrite(QueuedJob{Kind: "k", Key: "01OUT", JobID: "01OUT", PayloadHash: "h", At: r.now, ExpiresAt: testNow.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{w}}); err != nil {
+		t.Fatal(err)
+	}
+	if r.raw(idempotency.IDItemKey("01OUT")) == nil {
+		t.Fatalf("no queued record under %s", idempotency.IDItemKey("01OUT"))
+	}
+	if res := r.run("k", "01OUT", "01OUT", idempotency.StateSucceeded, false); !res.Claimed || res.Record.Runs != 1 {
+		t.Errorf("claim of the outbox's queued record: %+v", res)
+	}
+	if j, err := r.tbl.GetByID(ctx, "01OUT"); err != nil || j.State != idempotency.StateSucceeded {
+		t.Errorf("GetByID = %+v, %v", j, err)
+	}
+}
