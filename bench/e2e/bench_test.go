@@ -74,6 +74,7 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{name: "raw", run: runRaw},
+	{name: "raw+attrs", run: runRawAttrs},
 	{name: "floor", table: floorTable, run: runFloor},
 	{name: "poller", run: runPoller},
 	{name: "idem", table: idempotency.TableInput, run: runIdempotent},
@@ -159,7 +160,7 @@ func TestBenchE2E(t *testing.T) {
 				r := b.timed(ctx, sc, batches, round, prof, elapsed[id])
 				elapsed[id] = max(elapsed[id], r.Elapsed)
 				runs = append(runs, r)
-				fmt.Fprintf(out, "round %d  %-7s batches %d  %7.0f jobs/s  client %6.1f µs/job  emulator %6.1f µs/job  %s\n",
+				fmt.Fprintf(out, "round %d  %-9s batches %d  %7.0f jobs/s  client %6.1f µs/job  emulator %6.1f µs/job  %s\n",
 					round, sc.name, batches, r.JobsPerSecond(), r.ClientMicros(), r.EmulatorMicros(), awscost.Format(r.Calls))
 			}
 		}
@@ -188,7 +189,8 @@ func TestBenchE2E(t *testing.T) {
 	fmt.Fprintln(out, "\n"+header("ratios (each the median over rounds of the ratio within a round)"))
 	var cs []Comparison
 	for _, batches := range batchesSet {
-		cs = append(cs, Compare(runs, "poller", "raw", batches), Compare(runs, "idem", "floor", batches), Compare(runs, "floor", "raw", batches))
+		cs = append(cs, Compare(runs, "poller", "raw", batches), Compare(runs, "poller", "raw+attrs", batches),
+			Compare(runs, "idem", "floor", batches), Compare(runs, "floor", "raw", batches))
 	}
 	PrintComparisons(out, cs)
 	if profileDir != "" {
@@ -400,9 +402,10 @@ func freeAddr(t *testing.T) string {
 
 // --- the raw SDK scenarios ---
 
-// rawLoop runs batches goroutines that each receive up to 10 messages, call each (in order) and
+// rawLoop runs batches goroutines that each receive up to 10 messages (with attrs, asking for all
+// system and message attributes, as the poller does for Lambda's event), call each (in order) and
 // delete them with one DeleteMessageBatch, until r.n messages are deleted.
-func rawLoop(ctx context.Context, b *bench, r *resources, batches int, each func(ctx context.Context, m *sqstypes.Message) error) error {
+func rawLoop(ctx context.Context, b *bench, r *resources, batches int, attrs bool, each func(ctx context.Context, m *sqstypes.Message) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var deleted atomic.Int64
@@ -411,8 +414,12 @@ func rawLoop(ctx context.Context, b *bench, r *resources, batches int, each func
 	for range batches {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				out, err := b.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(r.stack.QueueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+				in := &sqs.ReceiveMessageInput{QueueUrl: aws.String(r.stack.QueueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1}
+				if attrs {
+					in.MessageSystemAttributeNames = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll}
+					in.MessageAttributeNames = []string{"All"}
+				}
+				out, err := b.sqs.ReceiveMessage(ctx, in)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs <- fmt.Errorf("receive: %w", err)
@@ -457,7 +464,13 @@ func rawLoop(ctx context.Context, b *bench, r *resources, batches int, each func
 }
 
 func runRaw(ctx context.Context, b *bench, r *resources, batches int) error {
-	return rawLoop(ctx, b, r, batches, nil)
+	return rawLoop(ctx, b, r, batches, false, nil)
+}
+
+// runRawAttrs is runRaw asking for the attributes the poller asks for: what a Lambda event
+// carries of each message.
+func runRawAttrs(ctx context.Context, b *bench, r *resources, batches int) error {
+	return rawLoop(ctx, b, r, batches, true, nil)
 }
 
 // floorTable is the raw idempotent floor's table: a partition key and nothing else.
@@ -475,7 +488,7 @@ func floorTable(name string) *dynamodb.CreateTableInput {
 // outcome.
 func runFloor(ctx context.Context, b *bench, r *resources, batches int) error {
 	table := aws.String(r.table)
-	return rawLoop(ctx, b, r, batches, func(ctx context.Context, m *sqstypes.Message) error {
+	return rawLoop(ctx, b, r, batches, false, func(ctx context.Context, m *sqstypes.Message) error {
 		var env struct {
 			ID string `json:"id"`
 		}
