@@ -224,6 +224,12 @@ func TestStatusWritesForJobsKeyedByTheirID(t *testing.T) {
 			if j, created, err := tbl.ReserveQueued(ctx, QueuedJob{Kind: "k", Key: "01R", JobID: "01R", PayloadHash: "h", At: r.now}); err != nil || created || j.JobID != "01R" {
 				t.Errorf("a repeated ReserveQueued = %+v, %v, %v; want the first reservation", j, created, err)
 			}
+			if err := tbl.MarkSent(ctx, "k", "01R", "01R", r.now.Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if j, err := tbl.Get(ctx, "k", "01R"); err != nil || j.SentAt.IsZero() {
+				t.Errorf("after MarkSent: %+v, %v; want SentAt set", j, err)
+			}
 			if err := tbl.ReleaseQueued(ctx, "k", "01R", "01R"); err != nil {
 				t.Fatal(err)
 			}
