@@ -291,7 +291,7 @@ func seedRecords(t *testing.T, stack string, recs ...seed) {
 			if state == idempotency.StateRunning {
 				break
 			}
-			if err := store.Finish(ctx, idempotency.Finish{Kind: r.kind, Key: r.key, Token: tok, State: state, Error: errText,
+			if err := store.Finish(ctx, idempotency.Finish{Kind: r.kind, Key: r.key, JobID: r.id, Token: tok, State: state, Error: errText,
 				Reason: r.reason, Now: claimAt.Add(500 * time.Millisecond), ExpiresAt: expires}); err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,8 @@ table of outcomes and the DLQ with the reasons.`,
 				opts.Serve = demoUI(cmd, &uiOpts)
 			}
 			if verbose {
-				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+				// Debug: the worker logs successes at Debug.
+				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
 			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
 			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -184,7 +185,7 @@ the local schedule dispatcher does.`,
 				}
 			}
 			if refs.Table != "" {
-				if cfg.Status, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
+				if cfg.Status, err = statusTable(c, refs.Table); err != nil {
 					return err
 				}
 			}
@@ -350,4 +351,16 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 // console calls too).
 func checkArgsJSON(raw []byte) error {
 	return producer.CheckArgsJSON("ARGS_JSON", raw)
+}
+
+// statusTable returns the status Table of a stack's job table for the commands that write
+// records (enqueue's queued records, the console's cancellations): in the layout
+// SQSWORKER_TABLE_LAYOUT names, as the functions read it, so that they go where the worker claims
+// (docs/TABLE.md).
+func statusTable(c *awsClients, table string) (*status.Table, error) {
+	layout, err := idempotency.ParseLayout(strings.ToLower(strings.TrimSpace(os.Getenv("SQSWORKER_TABLE_LAYOUT"))))
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("SQSWORKER_TABLE_LAYOUT: %v", err)}
+	}
+	return status.New(status.Config{Client: c.ddb, Table: table, Layout: layout})
 }

@@ -135,7 +135,7 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	var table *status.Table
 	if refs.Table != "" {
 		var err error
-		if table, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
+		if table, err = statusTable(c, refs.Table); err != nil {
 			return nil, err
 		}
 		cfg.Status = table

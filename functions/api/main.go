@@ -82,7 +82,8 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	}
 	api := &API{Producer: prod, Policy: policy, ShowDetails: cfg.ShowDetails, Logger: logger}
 	if cfg.Table != "" {
-		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
+		t, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table,
+			Layout: cfg.TableLayout})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -77,12 +77,13 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		Logger:         logger,
 	}
 	if cfg.Table != "" {
-		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table})
+		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table,
+			Layout: cfg.TableLayout})
 		if err != nil {
 			return nil, err
 		}
 		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
-			Store: store, Logger: logger, OnFinishError: m.FinishError,
+			Store: store, Logger: logger, OnFinishError: m.FinishError, ExpectRecords: cfg.ExpectRecords,
 		})
 		if err != nil {
 			return nil, err

@@ -158,6 +158,9 @@ func (s *Server) waitReady() error {
 	}
 }
 
+// PID returns the server's process id (to read its CPU time from /proc, as bench/e2e does).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop stops the server (SIGTERM, then SIGKILL after 10 s) and waits for it to exit. It may be
 // called more than once.
 func (s *Server) Stop() error {

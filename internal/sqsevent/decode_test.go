@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -315,4 +316,16 @@ func fullValue(t reflect.Type) any {
 		return map[string]events.SQSMessageAttribute{"a": {}}
 	}
 	panic("add a case for " + t.String())
+}
+
+// TestParseInt: the attribute parser's fast path gives what strconv.ParseInt gives (its value,
+// errors ignored) for every input.
+func TestParseInt(t *testing.T) {
+	for _, s := range []string{"", "0", "1", "007", "1764410400123", "+5", "-5", "1e3", " 1", "1 ", "x",
+		"999999999999999999", "1000000000000000000", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "١٢"} {
+		want, _ := strconv.ParseInt(s, 10, 64)
+		if got := parseInt(s); got != want {
+			t.Errorf("parseInt(%q) = %d, want %d", s, got, want)
+		}
+	}
 }

@@ -75,11 +75,11 @@ func FromEvent(ev events.SQSEvent, dst []Record) []Record {
 func (r *Record) setAttribute(name, value string) {
 	switch name {
 	case "ApproximateReceiveCount":
-		r.ApproximateReceiveCount, _ = strconv.Atoi(value)
+		r.ApproximateReceiveCount = int(parseInt(value))
 	case "SentTimestamp":
-		r.SentTimestamp, _ = strconv.ParseInt(value, 10, 64)
+		r.SentTimestamp = parseInt(value)
 	case "ApproximateFirstReceiveTimestamp":
-		r.ApproximateFirstReceiveTimestamp, _ = strconv.ParseInt(value, 10, 64)
+		r.ApproximateFirstReceiveTimestamp = parseInt(value)
 	case "SenderId":
 		r.SenderID = value
 	case "MessageGroupId":
@@ -93,6 +93,26 @@ func (r *Record) setAttribute(name, value string) {
 	case "DeadLetterQueueSourceArn":
 		r.DeadLetterQueueSourceARN = value
 	}
+}
+
+// parseInt reads a decimal attribute value as strconv.ParseInt does, 0 when it is not one. Plain
+// digits (every value SQS sends: counts and unix milliseconds) take a loop of their own, several
+// times cheaper than strconv's general parser, which the others go through.
+func parseInt(s string) int64 {
+	if len(s) > 0 && len(s) <= 18 {
+		var n int64
+		for i := 0; i < len(s); i++ {
+			c := s[i] - '0'
+			if c > 9 {
+				goto general
+			}
+			n = n*10 + int64(c)
+		}
+		return n
+	}
+general:
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
 // SystemAttributes returns the system attributes as Lambda's event carries them.

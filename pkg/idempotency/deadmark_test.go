@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -122,7 +123,10 @@ func TestDeadLetteredJobsRecordedDead(t *testing.T) {
 
 // TestDeadMarkWrites counts the DynamoDB calls per job: the success path and a job dead-lettered
 // through its claim cost nothing more; an unknown kind costs one conditional write, refused when
-// the job has no record.
+// the job has no record. A first delivery without a record is claimed with one PutItem (the
+// middleware's default, ExpectRecords false); with a queued record and ExpectRecords, with one
+// UpdateItem; with a queued record but not ExpectRecords, the PutItem is refused first (and on
+// the emulator, which does not return the refusing item, read).
 func TestDeadMarkWrites(t *testing.T) {
 	t.Parallel()
 	raw := emulatorDynamoDB(t)
@@ -135,17 +139,22 @@ func TestDeadMarkWrites(t *testing.T) {
 	ctx := context.Background()
 	good := `{"order":"o","amount":1}`
 	for _, tt := range []struct {
-		name   string
-		queued bool
-		msg    events.SQSMessage
-		work   func(ctx context.Context, job *jobs.Job[chargeArgs]) error
-		want   map[string]int
+		name          string
+		queued        bool
+		expectRecords bool
+		msg           events.SQSMessage
+		work          func(ctx context.Context, job *jobs.Job[chargeArgs]) error
+		want          map[string]int
 	}{
-		{"succeeds", true, jobMessage("m1", "j1", "payment.charge", "k1", good), nil, map[string]int{"UpdateItem": 2}},
-		{"cancelled", true, jobMessage("m2", "j2", "payment.charge", "k2", good),
+		{"succeeds", true, true, jobMessage("m1", "j1", "payment.charge", "k1", good), nil, map[string]int{"UpdateItem": 2}},
+		{"cancelled", true, true, jobMessage("m2", "j2", "payment.charge", "k2", good),
 			func(context.Context, *jobs.Job[chargeArgs]) error { return jobs.Cancel(errors.New("no")) }, map[string]int{"UpdateItem": 2}},
-		{"unknown kind with a record", true, jobMessage("m3", "j3", "invoice.print", "k3", good), nil, map[string]int{"UpdateItem": 1}},
-		{"unknown kind without a record", false, jobMessage("m4", "j4", "invoice.print", "k4", good), nil, map[string]int{"UpdateItem": 1}},
+		{"unknown kind with a record", true, true, jobMessage("m3", "j3", "invoice.print", "k3", good), nil, map[string]int{"UpdateItem": 1}},
+		{"unknown kind without a record", false, false, jobMessage("m4", "j4", "invoice.print", "k4", good), nil, map[string]int{"UpdateItem": 1}},
+		{"succeeds without a record", false, false, jobMessage("m5", "j5", "payment.charge", "k5", good), nil,
+			map[string]int{"PutItem": 1, "UpdateItem": 1}},
+		{"succeeds with a record not expected", true, false, jobMessage("m6", "j6", "payment.charge", "k6", good), nil,
+			map[string]int{"PutItem": 1, "GetItem": 1, "UpdateItem": 2}},
 	} {
 		env, err := jobs.ParseEnvelope(tt.msg.Body)
 		if err != nil {
@@ -157,12 +166,12 @@ func TestDeadMarkWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r := newRig(t, store, 3, func(c *idempotency.MiddlewareConfig) { c.Now = time.Now })
+		r := newRig(t, store, 3, func(c *idempotency.MiddlewareConfig) { c.Now = time.Now; c.ExpectRecords = tt.expectRecords })
 		r.work = tt.work
 		counter.reset()
 		r.deliver(ctx, tt.msg)
 		got := counter.reset()
-		if len(got) != len(tt.want) || got["UpdateItem"] != tt.want["UpdateItem"] {
+		if !maps.Equal(got, tt.want) {
 			t.Errorf("%s: calls %v, want %v", tt.name, got, tt.want)
 		}
 	}

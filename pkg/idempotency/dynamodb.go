@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,16 +29,23 @@ type DynamoDBConfig struct {
 	// Shards is the number of by-status index partitions per state; pkg/status must use the same
 	// value to list them. Defaults to DefaultShards (16).
 	Shards int
+	// Layout is where jobs' items are written (see Layout): LayoutKindKey keeps the layout of
+	// earlier releases while a table may still receive deliveries of jobs claimed under it.
+	// Records of both layouts are read either way. Defaults to LayoutByID.
+	Layout Layout
 }
 
 // DynamoDBStore is a Store on one DynamoDB table (see TableInput for its design).
 //
-// Writes per job: a successful claim and its finish are one conditional UpdateItem each. A
-// refused claim is one conditional UpdateItem, plus one strongly consistent GetItem when the
-// backend does not return the old item with the ConditionalCheckFailedException (real DynamoDB
-// does, with ReturnValuesOnConditionCheckFailure; some emulators do not). A claim whose
-// AttemptsBefore is above 0 but below the record's runs (a stale re-sent copy) costs one refused
-// write more (see Claim).
+// Writes per job: a successful claim and its finish are one conditional write each. A claim
+// hinted Fresh (the job has no record yet, ClaimRequest.Fresh) is a PutItem conditioned on there
+// being no item, with only the attributes a new record has; otherwise, and when that PutItem is
+// refused by a record, it is the general claim: one conditional UpdateItem. A refused write costs
+// one strongly consistent GetItem more when the backend does not return the old item with the
+// ConditionalCheckFailedException (real DynamoDB does, with ReturnValuesOnConditionCheckFailure;
+// some emulators do not). A claim whose AttemptsBefore is above 0 but below the record's runs (a
+// stale re-sent copy) costs one refused write more (see Claim). The finish of a claim is an
+// UpdateItem conditioned on its token.
 //
 // Expired records: an expired record must count as absent (its runs restart at 1, its payload
 // hash and error no longer count), which one conditional UpdateItem cannot express, so the
@@ -52,6 +58,7 @@ type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string
 	shards int
+	layout Layout
 }
 
 var _ Store = (*DynamoDBStore)(nil)
@@ -70,7 +77,10 @@ func NewDynamoDBStore(cfg DynamoDBConfig) (*DynamoDBStore, error) {
 	if cfg.Shards < 1 || cfg.Shards > 1000 {
 		return nil, fmt.Errorf("idempotency: DynamoDBConfig.Shards %d out of range 1-1000", cfg.Shards)
 	}
-	return &DynamoDBStore{client: cfg.Client, table: cfg.Table, shards: cfg.Shards}, nil
+	if !cfg.Layout.Valid() {
+		return nil, fmt.Errorf("idempotency: DynamoDBConfig.Layout %v is not a layout", cfg.Layout)
+	}
+	return &DynamoDBStore{client: cfg.Client, table: cfg.Table, shards: cfg.Shards, layout: cfg.Layout}, nil
 }
 
 func validTableName(s string) error {
@@ -145,8 +155,9 @@ func (u *update) String() string {
 	return b.String()
 }
 
-func (s *DynamoDBStore) key(kind, key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: avS(ItemKey(kind, key))}
+// keyOf returns the primary key of the item with partition key pk.
+func keyOf(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: avS(pk)}
 }
 
 // Claim implements Store: one conditional UpdateItem (see DynamoDBStore for refused and expired
@@ -160,8 +171,20 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 	// AttemptsBefore (no record, a producer's record with 0 runs, a re-sent copy that carries the
 	// record's runs), and only a record with more runs costs a second write that adds 1.
 	setRuns := req.AttemptsBefore > 0
+	pk := s.layout.ItemKey(req.Kind, req.Key, req.JobID)
+	put := req.Fresh
 	for range maxClaimRounds {
-		rec, claimed, found, err := s.claimUpdate(ctx, &req, setRuns)
+		var (
+			rec            Record
+			claimed, found bool
+			err            error
+		)
+		if put {
+			put = false // once: a record refused it, or it was deleted since
+			rec, claimed, found, err = s.claimPut(ctx, &req, pk)
+		} else {
+			rec, claimed, found, err = s.claimUpdate(ctx, &req, pk, setRuns)
+		}
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -185,7 +208,7 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 			}
 			return ClaimResult{Record: rec}, nil
 		}
-		fresh, ok, err := s.replaceExpired(ctx, &req, &rec)
+		fresh, ok, err := s.replaceExpired(ctx, &req, pk, &rec)
 		if err != nil {
 			return ClaimResult{}, err
 		}
@@ -194,14 +217,56 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 		}
 	}
 	return ClaimResult{}, fmt.Errorf("idempotency: claim %s: the record changed under %d claim attempts in a row",
-		ItemKey(req.Kind, req.Key), maxClaimRounds)
+		pk, maxClaimRounds)
+}
+
+// claimPut is the claim of a job hinted Fresh: one PutItem of a new record, conditioned on there
+// being no item. It returns the record written (claimed), or the item that refused it (found;
+// not found when it was deleted before it could be read), as claimUpdate does.
+func (s *DynamoDBStore) claimPut(ctx context.Context, req *ClaimRequest, pk string) (rec Record, claimed, found bool, err error) {
+	rec = freshRecord(req)
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                s.layout.Item(rec, s.shards),
+		ConditionExpression:                 aws.String("attribute_not_exists(" + AttrPK + ")"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, keepConnection)
+	if err == nil {
+		return rec, true, true, nil
+	}
+	return s.refusal(ctx, "claim", pk, err)
+}
+
+// refusal explains a refused conditional write to the item pk: the item that refused it (found),
+// from the ConditionalCheckFailedException or else a strongly consistent read; not found when the
+// item is gone. Other errors are returned.
+func (s *DynamoDBStore) refusal(ctx context.Context, op, pk string, err error) (rec Record, claimed, found bool, _ error) {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return Record{}, false, false, fmt.Errorf("idempotency: %s %s: %w", op, pk, err)
+	}
+	if len(ccf.Item) > 0 {
+		if rec, err = RecordFromItem(ccf.Item); err != nil {
+			return Record{}, false, false, fmt.Errorf("idempotency: %s %s: %w", op, pk, err)
+		}
+		return rec, false, true, nil
+	}
+	// The backend did not return the old item (ALL_OLD ignored): read it, strongly consistent.
+	rec, err = s.getPK(ctx, pk)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Record{}, false, false, nil
+	case err != nil:
+		return Record{}, false, false, err
+	}
+	return rec, false, true, nil
 }
 
 // claimUpdate runs the claim's UpdateItem. It returns the record after the claim (claimed), or
 // the record that refused it (found; not found when it was deleted before it could be read).
 // setRuns sets runs to AttemptsBefore + 1, on the condition that runs ≤ AttemptsBefore;
 // otherwise runs grows by 1.
-func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setRuns bool) (rec Record, claimed, found bool, err error) {
+func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk string, setRuns bool) (rec Record, claimed, found bool, err error) {
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(req.Now)))
 	running := e.v(":running", avS(string(StateRunning)))
@@ -236,13 +301,18 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setR
 	u.setTo(AttrToken, e.v(":tok", avS(req.Token)))
 	u.setTo(AttrLease, e.v(":lease", avN(unixMs(req.LeaseUntil))))
 	u.setTo(AttrKind, e.v(":kind", avS(req.Kind)))
-	u.setTo(AttrKey, e.v(":key", avS(req.Key)))
+	idKeyed := s.layout.IDKeyed(req.Key, req.JobID)
+	if !idKeyed || pk != IDKeyPrefix+req.Key {
+		u.setTo(AttrKey, e.v(":key", avS(req.Key)))
+	}
 	if req.PayloadHash != "" {
 		u.setTo(AttrHash, ":hash")
 	}
-	if req.JobID != "" {
+	switch {
+	case idKeyed: // the partition key is the job id: no by_id index entry
+	case req.JobID != "":
 		u.setTo(AttrJobID, e.v(":job", avS(req.JobID)))
-	} else {
+	default:
 		u.rm(AttrJobID) // an empty string cannot be an index key
 	}
 	if setRuns {
@@ -262,7 +332,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setR
 
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 s.key(req.Kind, req.Key),
+		Key:                                 keyOf(pk),
 		ConditionExpression:                 aws.String(cond),
 		UpdateExpression:                    aws.String(u.String()),
 		ExpressionAttributeNames:            e.names,
@@ -272,34 +342,16 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, setR
 	}, keepConnection)
 	if err == nil {
 		if rec, err = RecordFromItem(out.Attributes); err != nil {
-			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
+			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", pk, err)
 		}
 		return rec, true, true, nil
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
-	}
-	if len(ccf.Item) > 0 {
-		if rec, err = RecordFromItem(ccf.Item); err != nil {
-			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", ItemKey(req.Kind, req.Key), err)
-		}
-		return rec, false, true, nil
-	}
-	// The backend did not return the old item (ALL_OLD ignored): read it, strongly consistent.
-	rec, err = s.Get(ctx, req.Kind, req.Key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Record{}, false, false, nil
-	case err != nil:
-		return Record{}, false, false, err
-	}
-	return rec, false, true, nil
+	return s.refusal(ctx, "claim", pk, err)
 }
 
 // replaceExpired writes a fresh claim over old, an expired record, if old is still what is
 // stored (exp, upd and tok unchanged). It reports false when the record changed.
-func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, old *Record) (Record, bool, error) {
+func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, pk string, old *Record) (Record, bool, error) {
 	rec := freshRecord(req)
 	e := newExpr()
 	conds := []string{"attribute_exists(" + e.n(AttrPK) + ")"}
@@ -315,7 +367,7 @@ func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, o
 	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
-		Item:                      ItemFromRecord(rec, s.shards),
+		Item:                      s.layout.Item(rec, s.shards),
 		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.valuesOrNil(),
@@ -327,7 +379,7 @@ func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, o
 	if errors.As(err, &ccf) {
 		return Record{}, false, nil
 	}
-	return Record{}, false, fmt.Errorf("idempotency: claim %s (replacing an expired record): %w", ItemKey(req.Kind, req.Key), err)
+	return Record{}, false, fmt.Errorf("idempotency: claim %s (replacing an expired record): %w", pk, err)
 }
 
 // Finish implements Store: one UpdateItem conditioned on the claim's token.
@@ -335,6 +387,7 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	if err := validateFinish(&f); err != nil {
 		return err
 	}
+	pk := s.layout.ItemKey(f.Kind, f.Key, f.JobID)
 	e := newExpr()
 	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
@@ -365,19 +418,19 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 		u.setTo(AttrRuns, e.n(AttrRuns)+" - "+e.v(":one", avN(1)))
 	}
 	if StatusIndexed(f.State) {
-		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, ItemKey(f.Kind, f.Key), s.shards))))
+		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, pk, s.shards))))
 		u.setTo(AttrGSI1SK, nowMs)
-	} else {
-		u.rm(AttrGSI1PK, AttrGSI1SK)
 	}
+	// Otherwise there is nothing to remove from by_status: a running record never is in it (every
+	// claim writes it without the index keys, or removes them).
 	u.rm(AttrLease, AttrToken)
-	err := s.conditionalUpdate(ctx, "finish", f.Kind, f.Key, cond, u)
+	err := s.conditionalUpdate(ctx, "finish", pk, cond, u)
 	if !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
 	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
 	// was lost) found it already done. Tell them apart by reading the record.
-	rec, gerr := s.Get(ctx, f.Kind, f.Key)
+	rec, gerr := s.getPK(ctx, pk)
 	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
 		return nil
 	}
@@ -385,23 +438,24 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 }
 
 // Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
-func (s *DynamoDBStore) Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error {
-	if err := validateRenew(kind, key, token, leaseUntil); err != nil {
+func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
+	if err := validateRenew(&r); err != nil {
 		return err
 	}
 	e := newExpr()
-	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(token)) + " AND " +
+	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(r.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
 	u := &update{e: e}
-	u.setTo(AttrLease, e.v(":lease", avN(unixMs(leaseUntil))))
-	return s.conditionalUpdate(ctx, "renew", kind, key, cond, u)
+	u.setTo(AttrLease, e.v(":lease", avN(unixMs(r.LeaseUntil))))
+	return s.conditionalUpdate(ctx, "renew", s.layout.ItemKey(r.Kind, r.Key, r.JobID), cond, u)
 }
 
-// conditionalUpdate runs an UpdateItem whose failed condition means the claim is lost.
-func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, kind, key, cond string, u *update) error {
+// conditionalUpdate runs an UpdateItem of the item pk whose failed condition means the claim is
+// lost.
+func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, pk, cond string, u *update) error {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       s.key(kind, key),
+		Key:                       keyOf(pk),
 		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String(u.String()),
 		ExpressionAttributeNames:  u.e.names,
@@ -414,7 +468,7 @@ func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, kind, key, co
 	case errors.As(err, &ccf):
 		return ErrLeaseLost
 	}
-	return fmt.Errorf("idempotency: %s %s: %w", op, ItemKey(kind, key), err)
+	return fmt.Errorf("idempotency: %s %s: %w", op, pk, err)
 }
 
 // MarkDead implements Store: one UpdateItem conditioned on the record being live, the job's (job
@@ -424,21 +478,29 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	if err := validateDeadMark(&d); err != nil {
 		return false, err
 	}
+	pk := s.layout.ItemKey(d.Kind, d.Key, d.JobID)
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(d.Now)))
 	var ours []string
-	if d.JobID != "" {
+	switch {
+	case s.layout.IDKeyed(d.Key, d.JobID):
+		// The item is named by the job's id: it is the job's.
+	case d.JobID != "":
 		ours = append(ours, e.n(AttrJobID)+" = "+e.v(":job", avS(d.JobID)))
-	}
-	if d.PayloadHash != "" {
+		if d.PayloadHash != "" {
+			ours = append(ours, e.n(AttrHash)+" = "+e.v(":hash", avS(d.PayloadHash)))
+		}
+	default:
 		ours = append(ours, e.n(AttrHash)+" = "+e.v(":hash", avS(d.PayloadHash)))
 	}
 	cond := "attribute_exists(" + e.n(AttrPK) + ")" +
 		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
 		" AND (" + e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
 		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR (" +
-		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning))) + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
-		" AND (" + strings.Join(ours, " OR ") + ")"
+		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning))) + " AND " + e.n(AttrLease) + " <= " + nowMs + "))"
+	if len(ours) > 0 {
+		cond += " AND (" + strings.Join(ours, " OR ") + ")"
+	}
 	u := &update{e: e}
 	u.setTo(AttrState, e.v(":stdead", avS(string(StateDead))))
 	u.setTo(AttrReason, e.v(":reason", avS(d.Reason)))
@@ -456,10 +518,10 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	} else {
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(d.ExpiresAt))))
 	}
-	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, ItemKey(d.Kind, d.Key), s.shards))))
+	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, pk, s.shards))))
 	u.setTo(AttrGSI1SK, nowMs)
 	u.rm(AttrLease, AttrToken)
-	err := s.conditionalUpdate(ctx, "mark dead", d.Kind, d.Key, cond, u)
+	err := s.conditionalUpdate(ctx, "mark dead", pk, cond, u)
 	switch {
 	case err == nil:
 		return true, nil
@@ -469,23 +531,41 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	return false, err
 }
 
-// Get implements Store with a strongly consistent GetItem. Expired records are returned too:
+// Get implements Store with strongly consistent GetItems: of ItemKey(kind, key) and, since key
+// may be the id of a job whose record is kept under its id, of IDItemKey(key) (taken only when its
+// kind is kind); when both exist, the more recently updated. Expired records are returned too:
 // callers check Record.Expired.
 func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, error) {
+	rec, err := s.getPK(ctx, ItemKey(kind, key))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Record{}, err
+	}
+	byID, idErr := s.getPK(ctx, IDItemKey(key))
+	switch {
+	case idErr != nil && !errors.Is(idErr, ErrNotFound):
+		return Record{}, idErr
+	case idErr == nil && byID.Kind == kind && byID.Key == key && (err != nil || byID.UpdatedAt.After(rec.UpdatedAt)):
+		return byID, nil
+	}
+	return rec, err
+}
+
+// getPK reads the item pk with a strongly consistent GetItem, or returns ErrNotFound.
+func (s *DynamoDBStore) getPK(ctx context.Context, pk string) (Record, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            s.key(kind, key),
+		Key:            keyOf(pk),
 		ConsistentRead: aws.Bool(true),
 	}, keepConnection)
 	if err != nil {
-		return Record{}, fmt.Errorf("idempotency: get %s: %w", ItemKey(kind, key), err)
+		return Record{}, fmt.Errorf("idempotency: get %s: %w", pk, err)
 	}
 	if len(out.Item) == 0 {
 		return Record{}, ErrNotFound
 	}
 	rec, err := RecordFromItem(out.Item)
 	if err != nil {
-		return Record{}, fmt.Errorf("idempotency: get %s: %w", ItemKey(kind, key), err)
+		return Record{}, fmt.Errorf("idempotency: get %s: %w", pk, err)
 	}
 	return rec, nil
 }
@@ -500,10 +580,10 @@ func (s *DynamoDBStore) Put(ctx context.Context, r Record) error {
 	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
-		Item:      ItemFromRecord(r, s.shards),
+		Item:      s.layout.Item(r, s.shards),
 	}, keepConnection)
 	if err != nil {
-		return fmt.Errorf("idempotency: put %s: %w", ItemKey(r.Kind, r.Key), err)
+		return fmt.Errorf("idempotency: put %s: %w", s.layout.ItemKey(r.Kind, r.Key, r.JobID), err)
 	}
 	return nil
 }
@@ -513,6 +593,9 @@ func (s *DynamoDBStore) Table() string { return s.table }
 
 // Shards returns the number of by-status index partitions per state.
 func (s *DynamoDBStore) Shards() int { return s.shards }
+
+// Layout returns the layout the store writes.
+func (s *DynamoDBStore) Layout() Layout { return s.layout }
 
 // keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
 // under a race in its HTTP layer and repeat the write (see internal/sdkhttp).

@@ -241,7 +241,7 @@ func TestDynamoDBStoreCallCounts(t *testing.T) {
 			name:  "renew",
 			setup: func(t *testing.T, s idempotency.Store, key string) { mustClaimed(t, s, claim(key, "A", t0), true) },
 			act: func(t *testing.T, s idempotency.Store, key string) {
-				if err := s.Renew(context.Background(), "count", key, "A", t0.Add(time.Hour)); err != nil {
+				if err := s.Renew(context.Background(), idempotency.Renewal{Kind: "count", Key: key, Token: "A", LeaseUntil: t0.Add(time.Hour)}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -439,7 +439,7 @@ func TestDynamoDBStoreWrapsErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"Claim":  claimErr,
 		"Finish": s.Finish(ctx, idempotency.Finish{Kind: "k", Key: "a", Token: "t", State: idempotency.StateSucceeded, Now: now}),
-		"Renew":  s.Renew(ctx, "k", "a", "t", now),
+		"Renew":  s.Renew(ctx, idempotency.Renewal{Kind: "k", Key: "a", Token: "t", LeaseUntil: now}),
 		"Get":    getErr,
 		"Put":    s.Put(ctx, idempotency.Record{Kind: "k", Key: "a", State: idempotency.StateQueued}),
 	} {

@@ -12,10 +12,13 @@ import (
 // counts as absent for Claim but is still returned by Get), error truncation and time precision
 // (milliseconds; ExpiresAt rounded up to the second). Expired records are kept until replaced.
 //
+// Records are kept under the partition keys of LayoutByID, so that jobs share records exactly
+// as they do in a DynamoDBStore of the default layout.
+//
 // The zero value is not usable; call NewMemoryStore.
 type MemoryStore struct {
 	mu   sync.Mutex
-	recs map[string]Record // by ItemKey
+	recs map[string]Record // by LayoutByID.ItemKey
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -31,7 +34,7 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	if err := validateClaim(&req); err != nil {
 		return ClaimResult{}, err
 	}
-	ik := ItemKey(req.Kind, req.Key)
+	ik := LayoutByID.ItemKey(req.Kind, req.Key, req.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.recs[ik]
@@ -68,7 +71,7 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if err := validateFinish(&f); err != nil {
 		return err
 	}
-	ik := ItemKey(f.Kind, f.Key)
+	ik := LayoutByID.ItemKey(f.Kind, f.Key, f.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
@@ -98,21 +101,21 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 }
 
 // Renew implements Store.
-func (m *MemoryStore) Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error {
+func (m *MemoryStore) Renew(ctx context.Context, r Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateRenew(kind, key, token, leaseUntil); err != nil {
+	if err := validateRenew(&r); err != nil {
 		return err
 	}
-	ik := ItemKey(kind, key)
+	ik := LayoutByID.ItemKey(r.Kind, r.Key, r.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
-	if !ok || rec.State != StateRunning || rec.Token != token {
+	if !ok || rec.State != StateRunning || rec.Token != r.Token {
 		return ErrLeaseLost
 	}
-	rec.LeaseUntil = msTime(leaseUntil)
+	rec.LeaseUntil = msTime(r.LeaseUntil)
 	m.recs[ik] = rec
 	return nil
 }
@@ -125,7 +128,7 @@ func (m *MemoryStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
 	if err := validateDeadMark(&d); err != nil {
 		return false, err
 	}
-	ik := ItemKey(d.Kind, d.Key)
+	ik := LayoutByID.ItemKey(d.Kind, d.Key, d.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
@@ -150,6 +153,10 @@ func (m *MemoryStore) Get(ctx context.Context, kind, key string) (Record, error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ItemKey(kind, key)]
+	if byID, found := m.recs[IDItemKey(key)]; found && byID.Kind == kind && byID.Key == key &&
+		(!ok || byID.UpdatedAt.After(rec.UpdatedAt)) {
+		rec, ok = byID, true
+	}
 	if !ok {
 		return Record{}, ErrNotFound
 	}
@@ -168,6 +175,6 @@ func (m *MemoryStore) Put(ctx context.Context, r Record) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.recs[ItemKey(r.Kind, r.Key)] = normalize(r)
+	m.recs[LayoutByID.ItemKey(r.Kind, r.Key, r.JobID)] = normalize(r)
 	return nil
 }

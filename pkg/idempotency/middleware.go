@@ -44,6 +44,14 @@ type MiddlewareConfig struct {
 	// Duplicates may then run twice. Defaults to false: the job is deferred, nothing runs without
 	// its claim.
 	FailOpen bool
+	// ExpectRecords says that jobs usually have a record before their first run, because producers
+	// record them as queued (producer.Config.Status, the HTTP API's idempotent requests, the
+	// transactional outbox): a first delivery is then claimed with the general claim, which
+	// updates that record in one write. Otherwise (the default, false) a job's first delivery
+	// (receive count 1, no attempts before, no run_at) is claimed with a write that succeeds only
+	// when the job has no record (ClaimRequest.Fresh), which is cheaper for the store, and a record
+	// found there costs one refused write more. Either way the outcome is the same.
+	ExpectRecords bool
 	// CacheSize keeps the keys this process completed in an LRU of that many entries, so that
 	// duplicates arriving at the same container skip the store. Defaults to 0 (off).
 	CacheSize int
@@ -185,6 +193,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	res, err := m.cfg.Store.Claim(cctx, ClaimRequest{
 		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
 		AttemptsBefore: job.AttemptsBefore, Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
+		Fresh: !m.cfg.ExpectRecords && job.ReceiveCount <= 1 && job.AttemptsBefore == 0 && job.RunAt.IsZero(),
 	})
 	endClaim(err)
 	if err != nil {
@@ -286,7 +295,8 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 // stands (a success is acknowledged all the same).
 func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder) {
 	now := m.cfg.Now()
-	f := Finish{Kind: job.Kind, Key: job.Key, Token: token, MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
+	f := Finish{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token, MessageID: job.MessageID, Now: now,
+		ExpiresAt: now.Add(m.cfg.RecordTTL)}
 	switch state, reason := Outcome(job, workErr); state {
 	case StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
@@ -472,7 +482,8 @@ func (m *Middleware) renewWhileRunning(ctx context.Context, job *jobs.Info, toke
 			case <-runCtx.Done():
 				return
 			case <-t.C:
-				err := m.cfg.Store.Renew(runCtx, job.Kind, job.Key, token, m.cfg.Now().Add(m.cfg.Lease))
+				err := m.cfg.Store.Renew(runCtx, Renewal{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token,
+					LeaseUntil: m.cfg.Now().Add(m.cfg.Lease)})
 				if err == nil {
 					m.stats.renewals.Add(1)
 					failures = 0

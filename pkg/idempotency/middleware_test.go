@@ -447,7 +447,7 @@ func (c *countingStore) Claim(ctx context.Context, req idempotency.ClaimRequest)
 // lostLeaseStore fails renewals, as when another worker took the job over.
 type lostLeaseStore struct{ idempotency.Store }
 
-func (lostLeaseStore) Renew(context.Context, string, string, string, time.Time) error {
+func (lostLeaseStore) Renew(context.Context, idempotency.Renewal) error {
 	return idempotency.ErrLeaseLost
 }
 

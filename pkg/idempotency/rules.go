@@ -144,13 +144,13 @@ func markable(rec *Record, d *DeadMark) bool {
 	return false
 }
 
-func validateRenew(kind, key, token string, leaseUntil time.Time) error {
+func validateRenew(r *Renewal) error {
 	switch {
-	case kind == "" || key == "":
+	case r.Kind == "" || r.Key == "":
 		return fmt.Errorf("%w: renew without a Kind or Key", errInvalid)
-	case token == "":
+	case r.Token == "":
 		return fmt.Errorf("%w: renew without a token", errInvalid)
-	case leaseUntil.IsZero():
+	case r.LeaseUntil.IsZero():
 		return fmt.Errorf("%w: renew without a lease end", errInvalid)
 	}
 	return nil

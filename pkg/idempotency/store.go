@@ -83,6 +83,8 @@ func (r *Record) Expired(now time.Time) bool {
 
 // ClaimRequest asks to start a job.
 type ClaimRequest struct {
+	// Kind, Key and JobID identify the job; with the store's layout they name its record (a job
+	// whose key is its id has its record under its id, see Layout).
 	Kind, Key, JobID string
 	// MessageID is the SQS message of this delivery. A dead record refuses the message that was
 	// dead-lettered (see Record.DeadMessageID). Empty: not checked.
@@ -102,6 +104,12 @@ type ClaimRequest struct {
 	// ExpiresAt is the running record's expiry (a safety net for records that are never
 	// completed). Zero: never.
 	ExpiresAt time.Time
+	// Fresh hints that the job probably has no record yet (its first delivery, and no producer
+	// recorded it as queued or scheduled). A store may then first try a write that succeeds only
+	// where there is no record, which is cheaper than the general claim, and falls back to the
+	// general claim when a record exists (DynamoDBStore: a conditional PutItem, then the
+	// UpdateItem). The result is the same either way; a wrong hint only costs a refused write.
+	Fresh bool
 }
 
 // ClaimResult is the answer to a claim.
@@ -115,7 +123,10 @@ type ClaimResult struct {
 
 // Finish ends a claim.
 type Finish struct {
-	Kind, Key, Token string
+	// Kind, Key and JobID name the record as the claim's ClaimRequest did (JobID is needed to
+	// find the record of a job whose key is its id; without it the record is looked for under
+	// ItemKey(Kind, Key)); Token is the claim's.
+	Kind, Key, JobID, Token string
 	// State is StateSucceeded, StateRetrying, StateDead or StateCancelled.
 	State State
 	// Error is the failure's text (stores truncate it); empty for a success, which keeps the
@@ -135,6 +146,14 @@ type Finish struct {
 	NotRun bool
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
+}
+
+// Renewal extends a claim's lease.
+type Renewal struct {
+	// Kind, Key and JobID name the record as the claim's ClaimRequest did; Token is the claim's.
+	Kind, Key, JobID, Token string
+	// LeaseUntil is the lease's new end.
+	LeaseUntil time.Time
 }
 
 // DeadMark asks to record a job as dead that was dead-lettered without a claim of this store
@@ -166,9 +185,11 @@ type Store interface {
 	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the
 	// record is no longer held with that token.
 	Finish(ctx context.Context, f Finish) error
-	// Renew extends the lease of the claim named by token, or returns ErrLeaseLost.
-	Renew(ctx context.Context, kind, key, token string, leaseUntil time.Time) error
-	// Get returns the record of a job key, or ErrNotFound.
+	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost.
+	Renew(ctx context.Context, r Renewal) error
+	// Get returns the record of a job key, or ErrNotFound. When the key may also be a job's id
+	// whose record is kept under that id (Layout), the most recently updated of the two records is
+	// returned.
 	Get(ctx context.Context, kind, key string) (Record, error)
 	// MarkDead makes the record of the job key dead, with one conditional write, when it is live
 	// (not expired), is this job's (the same job id, or the same payload hash: another copy of

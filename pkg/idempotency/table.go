@@ -18,19 +18,22 @@ import (
 
 // The DynamoDB table design, shared with pkg/status (one item per job key):
 //
-//   - partition key pk (S) = ItemKey(kind, key); no sort key;
+//   - partition key pk (S) = Layout.ItemKey(kind, key, jobID): IDItemKey(jobID) for a job whose
+//     key is its id, ItemKey(kind, key) for the others (and for every job under LayoutKindKey); no
+//     sort key;
 //   - GSI IndexByStatus (sparse): AttrGSI1PK = StatusPartition(state, pk, shards), AttrGSI1SK =
 //     the update time in unix ms; written only for the states in StatusIndexed;
-//   - GSI IndexByID: AttrJobID, keys only;
+//   - GSI IndexByID: AttrJobID, keys only, written only for items under ItemKey(kind, key): an
+//     item under IDItemKey(id) is found by id with a direct read;
 //   - TTL on AttrExpires (unix seconds). DynamoDB deletes expired items up to days late, so
 //     readers always compare the expiry themselves (Record.Expired).
 
 // Attribute names of a job item.
 const (
-	AttrPK      = "pk"       // S: ItemKey(kind, key)
+	AttrPK      = "pk"       // S: Layout.ItemKey(kind, key, jobID)
 	AttrKind    = "kind"     // S
-	AttrKey     = "key"      // S
-	AttrJobID   = "job_id"   // S: partition key of IndexByID
+	AttrKey     = "key"      // S: left out when the partition key spells it (IDItemKey of a short id)
+	AttrJobID   = "job_id"   // S: partition key of IndexByID; only on items under ItemKey(kind, key)
 	AttrState   = "st"       // S: a State
 	AttrRuns    = "runs"     // N
 	AttrToken   = "tok"      // S: the running claim's token
@@ -41,7 +44,7 @@ const (
 	AttrDeadMsg = "dead_msg" // S: the SQS message whose run made the record dead
 	AttrResult  = "result"   // S: a succeeded job's stored result (SetResult)
 	AttrFirstAt = "first_at" // N: unix ms
-	AttrLastAt  = "last_at"  // N: unix ms
+	AttrLastAt  = "last_at"  // N: unix ms; absent: the same as first_at
 	AttrUpdated = "upd"      // N: unix ms
 	AttrExpires = "exp"      // N: unix SECONDS, the table's TTL attribute
 	AttrGSI1PK  = "gsi1pk"   // S: StatusPartition(state, pk, shards), only for StatusIndexed states
@@ -70,6 +73,82 @@ func ItemKey(kind, key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return kind + "#sha256:" + hex.EncodeToString(sum[:])
+}
+
+// IDKeyPrefix starts the partition key of every item under IDItemKey. No ItemKey starts with it:
+// a kind is never empty and never contains '#'.
+const IDKeyPrefix = "#"
+
+// IDItemKey returns the partition key of the item of a job whose key is its id: "#" + id, found
+// from the id alone (status.Table.GetByID reads it directly). An id longer than
+// MaxItemKeyBytes - 1 becomes "#sha256:" + the hex SHA-256 of the id; the item's AttrKey then
+// keeps the id.
+func IDItemKey(id string) string {
+	if len(IDKeyPrefix)+len(id) <= MaxItemKeyBytes {
+		return IDKeyPrefix + id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return IDKeyPrefix + "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Layout says under which partition key a job's item is written. Readers (Store.Get, pkg/status)
+// find items of either layout, so that a table written by both stays readable.
+type Layout int
+
+const (
+	// LayoutByID, the default, writes the item of a job whose key is its id (a job enqueued
+	// without a key: every delivery and re-send of it carries that id) under IDItemKey(id), without
+	// AttrJobID, so that IndexByID is not written for it (a first-time success costs 2 write
+	// units: claim and finish) and GetByID finds it with one direct read; such an item keeps its
+	// kind in AttrKind. Other jobs are written under ItemKey(kind, key) with AttrJobID, as before.
+	// Job ids must be unique across kinds (as jobs.NewID makes them): two jobs of different kinds
+	// with the same id and no key share one record.
+	LayoutByID Layout = iota
+	// LayoutKindKey writes every job under ItemKey(kind, key) with AttrJobID (IndexByID), as
+	// releases before LayoutByID did (3 write units per first-time success). Use it while the
+	// table may still receive deliveries of jobs claimed under that layout (docs/TABLE.md,
+	// "Changing the layout").
+	LayoutKindKey
+)
+
+// String returns the layout's name.
+func (l Layout) String() string {
+	switch l {
+	case LayoutByID:
+		return "by-id"
+	case LayoutKindKey:
+		return "kind-key"
+	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseLayout returns the layout named s ("by-id" or "kind-key", as String writes them); "" is
+// the default, LayoutByID.
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "", LayoutByID.String():
+		return LayoutByID, nil
+	case LayoutKindKey.String():
+		return LayoutKindKey, nil
+	}
+	return 0, fmt.Errorf("idempotency: unknown table layout %q (want %s or %s)", s, LayoutByID, LayoutKindKey)
+}
+
+// Valid reports whether l is a known layout.
+func (l Layout) Valid() bool { return l == LayoutByID || l == LayoutKindKey }
+
+// IDKeyed reports whether the item of the job (key, jobID) is written under IDItemKey(jobID).
+func (l Layout) IDKeyed(key, jobID string) bool {
+	return l == LayoutByID && jobID != "" && key == jobID
+}
+
+// ItemKey returns the partition key of the job's item: IDItemKey(jobID) when IDKeyed, otherwise
+// ItemKey(kind, key). jobID may be empty (a caller that knows only the key: ItemKey).
+func (l Layout) ItemKey(kind, key, jobID string) string {
+	if l.IDKeyed(key, jobID) {
+		return IDItemKey(jobID)
+	}
+	return ItemKey(kind, key)
 }
 
 // StatusIndexed reports whether records in state s are written to IndexByStatus: the states that
@@ -213,12 +292,26 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 		return time.Time{}
 	}
 	r.Kind, r.Key = str(AttrKind), str(AttrKey)
-	if pk := str(AttrPK); pk != "" && (r.Kind == "" || r.Key == "") {
+	r.JobID = str(AttrJobID)
+	switch pk := str(AttrPK); {
+	case strings.HasPrefix(pk, IDKeyPrefix):
+		// A job whose key is its id: the id is the key attribute, or else the partition key's.
+		if r.Key == "" {
+			r.Key = pk[len(IDKeyPrefix):]
+		}
+		if r.JobID == "" {
+			r.JobID = r.Key
+		}
+	case pk != "" && (r.Kind == "" || r.Key == ""):
 		if kind, key, ok := strings.Cut(pk, "#"); ok {
-			r.Kind, r.Key = kind, key
+			if r.Kind == "" {
+				r.Kind = kind
+			}
+			if r.Key == "" {
+				r.Key = key
+			}
 		}
 	}
-	r.JobID = str(AttrJobID)
 	r.State = State(str(AttrState))
 	if v, ok := num(AttrRuns); ok {
 		r.Runs = int(v)
@@ -232,6 +325,9 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	r.Result = str(AttrResult)
 	r.FirstAttemptAt = ms(AttrFirstAt)
 	r.LastAttemptAt = ms(AttrLastAt)
+	if r.LastAttemptAt.IsZero() {
+		r.LastAttemptAt = r.FirstAttemptAt // left out while equal (a job's first claim)
+	}
 	r.UpdatedAt = ms(AttrUpdated)
 	if v, ok := num(AttrExpires); ok {
 		r.ExpiresAt = time.Unix(v, 0).UTC()
@@ -242,20 +338,30 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	return r, nil
 }
 
-// ItemFromRecord encodes r as a job item (times at the store's precision, the error truncated,
-// the IndexByStatus attributes set when StatusIndexed(r.State), keyed by r.UpdatedAt). Empty
-// strings and zero times are left out.
+// ItemFromRecord encodes r as a job item in the default layout (LayoutByID.Item).
 func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
+	return LayoutByID.Item(r, shards)
+}
+
+// Item encodes r as a job item of layout l, under l.ItemKey(r.Kind, r.Key, r.JobID): times at the
+// store's precision, the error truncated, the IndexByStatus attributes set when
+// StatusIndexed(r.State) (keyed by r.UpdatedAt). Empty strings and zero times are left out, and
+// so are what the item's key already says: AttrKey and AttrJobID under IDItemKey (unless the id
+// was hashed: AttrKey keeps it), and AttrLastAt when it equals AttrFirstAt.
+func (l Layout) Item(r Record, shards int) map[string]types.AttributeValue {
 	if shards <= 0 {
 		shards = DefaultShards
 	}
-	pk := ItemKey(r.Kind, r.Key)
+	idKeyed := l.IDKeyed(r.Key, r.JobID)
+	pk := l.ItemKey(r.Kind, r.Key, r.JobID)
 	item := map[string]types.AttributeValue{
 		AttrPK:    avS(pk),
 		AttrKind:  avS(r.Kind),
-		AttrKey:   avS(r.Key),
 		AttrState: avS(string(r.State)),
 		AttrRuns:  avN(int64(r.Runs)),
+	}
+	if !idKeyed || pk != IDKeyPrefix+r.Key {
+		item[AttrKey] = avS(r.Key)
 	}
 	setS := func(name, v string) {
 		if v != "" {
@@ -267,7 +373,9 @@ func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
 			item[name] = avN(unixMs(t))
 		}
 	}
-	setS(AttrJobID, r.JobID)
+	if !idKeyed {
+		setS(AttrJobID, r.JobID)
+	}
 	setS(AttrToken, r.Token)
 	setMs(AttrLease, r.LeaseUntil)
 	setS(AttrHash, r.PayloadHash)
@@ -276,7 +384,9 @@ func ItemFromRecord(r Record, shards int) map[string]types.AttributeValue {
 	setS(AttrDeadMsg, r.DeadMessageID)
 	setS(AttrResult, r.Result)
 	setMs(AttrFirstAt, r.FirstAttemptAt)
-	setMs(AttrLastAt, r.LastAttemptAt)
+	if !msTime(r.LastAttemptAt).Equal(msTime(r.FirstAttemptAt)) {
+		setMs(AttrLastAt, r.LastAttemptAt)
+	}
 	setMs(AttrUpdated, r.UpdatedAt)
 	if !r.ExpiresAt.IsZero() {
 		item[AttrExpires] = avN(expSeconds(r.ExpiresAt))

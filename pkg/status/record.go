@@ -71,11 +71,7 @@ func (t *Table) RecordQueued(ctx context.Context, j QueuedJob) error {
 	if err != nil {
 		return err
 	}
-	item := t.newItem(j.Kind, j.Key, idempotency.StateQueued, at, j.ExpiresAt)
-	item[idempotency.AttrJobID] = attrS(j.JobID)
-	if j.PayloadHash != "" {
-		item[idempotency.AttrHash] = attrS(j.PayloadHash)
-	}
+	item := t.jobItem(j.Kind, j.Key, j.JobID, j.PayloadHash, idempotency.StateQueued, at, j.ExpiresAt)
 	return t.putIfAbsent(ctx, item, j.Kind, j.Key)
 }
 
@@ -87,11 +83,7 @@ func (t *Table) RecordScheduled(ctx context.Context, j ScheduledJob) error {
 	if err != nil {
 		return err
 	}
-	item := t.newItem(j.Kind, j.Key, idempotency.StateScheduled, at, j.ExpiresAt)
-	item[idempotency.AttrJobID] = attrS(j.JobID)
-	if j.PayloadHash != "" {
-		item[idempotency.AttrHash] = attrS(j.PayloadHash)
-	}
+	item := t.jobItem(j.Kind, j.Key, j.JobID, j.PayloadHash, idempotency.StateScheduled, at, j.ExpiresAt)
 	if !j.RunAt.IsZero() {
 		item[attrRunAt] = attrN(unixMs(j.RunAt))
 	}
@@ -120,26 +112,14 @@ func (t *Table) checkJob(typ, kind, key, jobID string, at, expiresAt time.Time) 
 	return at, nil
 }
 
-// newItem returns the attributes every record written here has, with the by_status keys when
-// state is indexed.
-func (t *Table) newItem(kind, key string, state idempotency.State, at, expiresAt time.Time) map[string]types.AttributeValue {
-	pk := idempotency.ItemKey(kind, key)
-	item := map[string]types.AttributeValue{
-		idempotency.AttrPK:      attrS(pk),
-		idempotency.AttrKind:    attrS(kind),
-		idempotency.AttrKey:     attrS(key),
-		idempotency.AttrState:   attrS(string(state)),
-		idempotency.AttrRuns:    attrN(0),
-		idempotency.AttrUpdated: attrN(unixMs(at)),
-	}
-	if !expiresAt.IsZero() {
-		item[idempotency.AttrExpires] = attrN(expSeconds(expiresAt))
-	}
-	if idempotency.StatusIndexed(state) {
-		item[idempotency.AttrGSI1PK] = attrS(idempotency.StatusPartition(state, pk, t.shards))
-		item[idempotency.AttrGSI1SK] = attrN(unixMs(at))
-	}
-	return item
+// jobItem returns the item of a record written here (no runs yet) for the job (kind, key, jobID),
+// in the table's layout: under its id when the key is its id (idempotency.LayoutByID), otherwise
+// under kind and key with the job id (the by_id index); with the payload hash when given, and the
+// by_status keys when state is indexed. Every writer of such a record must build it this way, so
+// that the worker's claim finds it.
+func (t *Table) jobItem(kind, key, jobID, payloadHash string, state idempotency.State, at, expiresAt time.Time) map[string]types.AttributeValue {
+	return t.layout.Item(idempotency.Record{Kind: kind, Key: key, JobID: jobID, State: state, PayloadHash: payloadHash,
+		UpdatedAt: at, ExpiresAt: expiresAt}, t.shards)
 }
 
 // absentOrExpired is the condition of a write that must not replace a live record.
@@ -172,8 +152,12 @@ const maxCancelRounds = 4
 // claim token is removed, so the worker's completion write is refused); a worker heartbeat then
 // fails too, which cancels a long job's context in a container.
 //
-// When the key has no record (or only an expired one), Cancel writes a new cancelled record, so
-// that a delivery still on its way is acknowledged. A record already cancelled is left as it
+// The key may be the job's id (a job enqueued without a key, whose record the default layout
+// keeps under its id): Cancel reads both places a record of the key may be (two reads at once) and
+// acts on the more recently updated one. When there is no record (or only expired ones), Cancel
+// writes a new cancelled record, so that a delivery still on its way is acknowledged: under the
+// key and, with idempotency.LayoutByID, also under the id the key would be (two conditional
+// writes), since it cannot tell a key from an id. A record already cancelled is left as it
 // is. A succeeded record is refused with an error wrapping ErrSucceeded. The record's expiry
 // becomes at least at + Config.CancelTTL. at defaults to Config.Now(); reason is shown by Get
 // and List and may be empty.
@@ -187,10 +171,9 @@ func (t *Table) Cancel(ctx context.Context, kind, key string, at time.Time, reas
 	if at.IsZero() {
 		at = t.now()
 	}
-	pk := idempotency.ItemKey(kind, key)
 	exp := expSeconds(at.Add(t.cancelTTL))
 	for range maxCancelRounds {
-		item, err := t.getItem(ctx, pk)
+		item, pk, err := t.currentItem(ctx, kind, key)
 		if err != nil {
 			return fmt.Errorf("status: cancel %s/%s: %w", kind, key, err)
 		}
@@ -227,21 +210,31 @@ func (t *Table) Cancel(ctx context.Context, kind, key string, at time.Time, reas
 	return fmt.Errorf("status: cancel %s/%s: the record kept changing (%d attempts)", kind, key, maxCancelRounds)
 }
 
-// putCancelled writes a new cancelled record where there is none, or only an expired one.
+// putCancelled writes a new cancelled record where there is none, or only an expired one: under
+// the key, and with idempotency.LayoutByID under the id the key would be too.
 func (t *Table) putCancelled(ctx context.Context, kind, key string, at time.Time, reason string, exp int64) error {
-	item := t.newItem(kind, key, idempotency.StateCancelled, at, time.Time{})
-	item[idempotency.AttrExpires] = attrN(exp)
-	if reason != "" {
-		item[idempotency.AttrReason] = attrS(reason)
+	jobIDs := []string{""}
+	if t.layout == idempotency.LayoutByID {
+		jobIDs = append(jobIDs, key)
 	}
-	_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(t.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(absentOrExpired),
-		ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
-	})
-	return err
+	for _, jobID := range jobIDs {
+		item := t.jobItem(kind, key, jobID, "", idempotency.StateCancelled, at, time.Time{})
+		item[idempotency.AttrExpires] = attrN(exp)
+		if reason != "" {
+			item[idempotency.AttrReason] = attrS(reason)
+		}
+		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(t.table),
+			Item:                      item,
+			ConditionExpression:       aws.String(absentOrExpired),
+			ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // updateCancelled turns the record read as old (live, neither succeeded nor cancelled) into a

@@ -20,7 +20,9 @@ const maxResetRounds = 4
 // it before sending the message back to the job queue), so that the job runs again with a fresh
 // attempt budget and is no longer listed as dead.
 //
-// It acts on a live (not expired) record that is dead, retrying, or running with an expired
+// The key may be the job's id (a job enqueued without a key): as Get, ResetForRedrive reads both
+// places its record may be and acts on the more recently updated one. It acts on a live (not
+// expired) record that is dead, retrying, or running with an expired
 // lease (a worker crashed or timed out on it, which is how SQS's own redrive policy dead-letters
 // a job): the record becomes retrying — claimable, and indexed as retrying instead of dead — its
 // run count becomes 0 unless keepRuns is set, and any stale claim (token, lease) is removed. Its
@@ -38,9 +40,8 @@ func (t *Table) ResetForRedrive(ctx context.Context, kind, key string, keepRuns 
 	if err := validKindKey(kind, key); err != nil {
 		return err
 	}
-	pk := idempotency.ItemKey(kind, key)
 	for range maxResetRounds {
-		item, err := t.getItem(ctx, pk)
+		item, pk, err := t.currentItem(ctx, kind, key)
 		if err != nil {
 			return fmt.Errorf("status: reset %s/%s for redrive: %w", kind, key, err)
 		}

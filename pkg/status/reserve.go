@@ -40,15 +40,11 @@ func (t *Table) ReserveQueued(ctx context.Context, j QueuedJob) (Job, bool, erro
 	if j.ExpiresAt.IsZero() {
 		j.ExpiresAt = at.Add(t.cancelTTL)
 	}
-	item := t.newItem(j.Kind, j.Key, idempotency.StateQueued, at, j.ExpiresAt)
-	item[idempotency.AttrJobID] = attrS(j.JobID)
-	if j.PayloadHash != "" {
-		item[idempotency.AttrHash] = attrS(j.PayloadHash)
-	}
+	item := t.jobItem(j.Kind, j.Key, j.JobID, j.PayloadHash, idempotency.StateQueued, at, j.ExpiresAt)
 	if j.RequestHash != "" {
 		item[attrRequestHash] = attrS(j.RequestHash)
 	}
-	pk := idempotency.ItemKey(j.Kind, j.Key)
+	pk := t.layout.ItemKey(j.Kind, j.Key, j.JobID)
 	for range maxReserveRounds {
 		now := t.now()
 		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -100,17 +96,20 @@ func (t *Table) ReleaseQueued(ctx context.Context, kind, key, jobID string) erro
 	if jobID == "" {
 		return fmt.Errorf("%w: job id is empty", ErrInvalid)
 	}
+	names := map[string]string{"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#exp": idempotency.AttrExpires}
+	values := map[string]types.AttributeValue{":now": attrN(t.now().Unix()), ":queued": attrS(string(idempotency.StateQueued))}
+	cond := "attribute_exists(#pk) AND #st = :queued"
+	if !t.layout.IDKeyed(key, jobID) { // a record under the job's id is that job's
+		names["#id"], values[":id"] = idempotency.AttrJobID, attrS(jobID)
+		cond += " AND #id = :id"
+	}
 	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(t.table),
-		Key:                 map[string]types.AttributeValue{idempotency.AttrPK: attrS(idempotency.ItemKey(kind, key))},
-		UpdateExpression:    aws.String("SET #exp = :now"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued AND #id = :id"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#id": idempotency.AttrJobID, "#exp": idempotency.AttrExpires,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": attrN(t.now().Unix()), ":queued": attrS(string(idempotency.StateQueued)), ":id": attrS(jobID),
-		},
+		TableName:                 aws.String(t.table),
+		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(t.layout.ItemKey(kind, key, jobID))},
+		UpdateExpression:          aws.String("SET #exp = :now"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
@@ -135,17 +134,20 @@ func (t *Table) MarkSent(ctx context.Context, kind, key, jobID string, at time.T
 	if at.IsZero() {
 		at = t.now()
 	}
+	names := map[string]string{"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#sent": attrSentAt}
+	values := map[string]types.AttributeValue{":at": attrN(unixMs(at)), ":queued": attrS(string(idempotency.StateQueued))}
+	cond := "attribute_exists(#pk) AND #st = :queued"
+	if !t.layout.IDKeyed(key, jobID) { // a record under the job's id is that job's
+		names["#id"], values[":id"] = idempotency.AttrJobID, attrS(jobID)
+		cond += " AND #id = :id"
+	}
 	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(t.table),
-		Key:                 map[string]types.AttributeValue{idempotency.AttrPK: attrS(idempotency.ItemKey(kind, key))},
-		UpdateExpression:    aws.String("SET #sent = :at"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued AND #id = :id"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#id": idempotency.AttrJobID, "#sent": attrSentAt,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":at": attrN(unixMs(at)), ":queued": attrS(string(idempotency.StateQueued)), ":id": attrS(jobID),
-		},
+		TableName:                 aws.String(t.table),
+		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(t.layout.ItemKey(kind, key, jobID))},
+		UpdateExpression:          aws.String("SET #sent = :at"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {

@@ -49,6 +49,10 @@ type Config struct {
 	// QueryConcurrency bounds the DynamoDB requests one List or GetByID runs at the same time.
 	// Defaults to 8.
 	QueryConcurrency int
+	// Layout is where the records this package writes go (queued, scheduled, cancelled); it must
+	// be the store's (idempotency.DynamoDBConfig.Layout). Records of both layouts are read either
+	// way. Defaults to idempotency.LayoutByID.
+	Layout idempotency.Layout
 	// CancelTTL is how long Cancel keeps a cancelled record at least: its expiry becomes the
 	// cancel time plus CancelTTL, unless the record already expires later. Defaults to 15 days,
 	// longer than SQS keeps a message (14 days at most), so every later delivery still finds
@@ -88,6 +92,7 @@ type Table struct {
 	client      DynamoDBAPI
 	table       string
 	shards      int
+	layout      idempotency.Layout
 	concurrency int
 	cancelTTL   time.Duration
 	now         func() time.Time
@@ -108,9 +113,11 @@ func New(cfg Config) (*Table, error) {
 		return nil, fmt.Errorf("%w: Config.QueryConcurrency is %d, want ≥ 0", ErrInvalid, cfg.QueryConcurrency)
 	case cfg.CancelTTL < 0:
 		return nil, fmt.Errorf("%w: Config.CancelTTL is %v, want ≥ 0", ErrInvalid, cfg.CancelTTL)
+	case !cfg.Layout.Valid():
+		return nil, fmt.Errorf("%w: Config.Layout %v is not a layout", ErrInvalid, cfg.Layout)
 	}
 	t := &Table{
-		client: cfg.Client, table: cfg.Table, shards: cfg.Shards, concurrency: cfg.QueryConcurrency,
+		client: cfg.Client, table: cfg.Table, shards: cfg.Shards, layout: cfg.Layout, concurrency: cfg.QueryConcurrency,
 		cancelTTL: cfg.CancelTTL, now: cfg.Now, sleep: sleepCtx,
 	}
 	if t.shards == 0 {
@@ -149,13 +156,15 @@ func validKindKey(kind, key string) error {
 	return nil
 }
 
-// Get returns the record of a job key with a strongly consistent read, or an error wrapping
-// ErrNotFound. An expired record is returned with Expired set.
+// Get returns the record of a job key with strongly consistent reads, or an error wrapping
+// ErrNotFound. The key may be the job's id (a job enqueued without a key), whose record is kept
+// under its id (idempotency.LayoutByID): Get reads both places, two reads at once, and returns
+// the more recently updated record of the kind. An expired record is returned with Expired set.
 func (t *Table) Get(ctx context.Context, kind, key string) (Job, error) {
 	if err := validKindKey(kind, key); err != nil {
 		return Job{}, err
 	}
-	item, err := t.getItem(ctx, idempotency.ItemKey(kind, key))
+	item, _, err := t.currentItem(ctx, kind, key)
 	if err != nil {
 		return Job{}, fmt.Errorf("status: get %s/%s: %w", kind, key, err)
 	}
@@ -163,6 +172,39 @@ func (t *Table) Get(ctx context.Context, kind, key string) (Job, error) {
 		return Job{}, fmt.Errorf("%w: kind %q, key %q", ErrNotFound, kind, key)
 	}
 	return jobFromItem(item, t.now())
+}
+
+// currentItem reads, at once, the two items a job key may have (under ItemKey(kind, key), and under
+// IDItemKey(key) when the key is a job's id) and returns the more recently updated one of that
+// kind, with its partition key; nil when there is none.
+func (t *Table) currentItem(ctx context.Context, kind, key string) (map[string]types.AttributeValue, string, error) {
+	pks := []string{idempotency.ItemKey(kind, key), idempotency.IDItemKey(key)}
+	items := make([]map[string]types.AttributeValue, len(pks))
+	err := t.parallel(ctx, len(pks), func(ctx context.Context, i int) error {
+		item, err := t.getItem(ctx, pks[i])
+		items[i] = item
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	best, bestPK, bestUpd := map[string]types.AttributeValue(nil), "", int64(-1)
+	for i, item := range items {
+		if item == nil {
+			continue
+		}
+		rec, err := idempotency.RecordFromItem(item)
+		if err != nil {
+			return nil, "", err
+		}
+		if rec.Kind != kind || rec.Key != key {
+			continue // another kind's job with this id
+		}
+		if upd := rec.UpdatedAt.UnixMilli(); upd > bestUpd {
+			best, bestPK, bestUpd = item, pks[i], upd
+		}
+	}
+	return best, bestPK, nil
 }
 
 func (t *Table) getItem(ctx context.Context, pk string) (map[string]types.AttributeValue, error) {
@@ -184,38 +226,33 @@ func (t *Table) getItem(ctx context.Context, pk string) (map[string]types.Attrib
 // that share it are copies of that job under other keys.
 const maxIDMatches = 100
 
-// GetByID returns the record whose job is jobID, found through the by_id index and then read
-// with a strongly consistent read. When several keys carry that job id, the most recently
-// updated record is returned. It returns an error wrapping ErrNotFound when no record carries the
-// id (the index lags writes by up to about a second). An expired record is returned with Expired
-// set.
+// GetByID returns the record whose job is jobID. A job enqueued without a key has its record
+// under its id (idempotency.LayoutByID), read directly; the others are found through the by_id
+// index and then read, as are records written under idempotency.LayoutKindKey. Both lookups run
+// at once, each with strongly consistent reads of the items. When several records carry the job
+// id, the most recently updated one is returned. It returns an error wrapping ErrNotFound when no
+// record carries the id (the index lags writes by up to about a second; the direct read does
+// not). An expired record is returned with Expired set.
 func (t *Table) GetByID(ctx context.Context, jobID string) (Job, error) {
 	if jobID == "" {
 		return Job{}, fmt.Errorf("%w: job id is empty", ErrInvalid)
 	}
-	var pks []string
-	var start map[string]types.AttributeValue
-	for {
-		out, err := t.client.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(t.table),
-			IndexName:                 aws.String(idempotency.IndexByID),
-			KeyConditionExpression:    aws.String("#id = :id"),
-			ExpressionAttributeNames:  map[string]string{"#id": idempotency.AttrJobID},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(jobID)},
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return Job{}, fmt.Errorf("status: get job %s: query %s: %w", jobID, idempotency.IndexByID, err)
+	var (
+		direct map[string]types.AttributeValue
+		pks    []string
+	)
+	err := t.parallel(ctx, 2, func(ctx context.Context, i int) error {
+		if i == 0 {
+			item, err := t.getItem(ctx, idempotency.IDItemKey(jobID))
+			direct = item
+			return err
 		}
-		for _, it := range out.Items {
-			if pk, err := getS(it, idempotency.AttrPK); err == nil && pk != "" {
-				pks = append(pks, pk)
-			}
-		}
-		start = out.LastEvaluatedKey
-		if start == nil || len(pks) >= maxIDMatches {
-			break
-		}
+		var err error
+		pks, err = t.queryByID(ctx, jobID)
+		return err
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("status: get job %s: %w", jobID, err)
 	}
 	items, err := t.batchGet(ctx, pks)
 	if err != nil {
@@ -223,11 +260,17 @@ func (t *Table) GetByID(ctx context.Context, jobID string) (Job, error) {
 	}
 	now := t.now()
 	var found []Job
+	if direct != nil {
+		items[idempotency.IDItemKey(jobID)] = direct
+		pks = append(pks, idempotency.IDItemKey(jobID))
+	}
+	seen := map[string]bool{}
 	for _, pk := range pks {
 		item, ok := items[pk]
-		if !ok {
+		if !ok || seen[pk] {
 			continue // deleted since the index was written
 		}
+		seen[pk] = true
 		j, err := jobFromItem(item, now)
 		if err != nil {
 			return Job{}, err
@@ -246,6 +289,34 @@ func (t *Table) GetByID(ctx context.Context, jobID string) (Job, error) {
 		return idempotency.ItemKey(found[a].Kind, found[a].Key) < idempotency.ItemKey(found[b].Kind, found[b].Key)
 	})
 	return found[0], nil
+}
+
+// queryByID returns the partition keys the by_id index holds for jobID (at most maxIDMatches).
+func (t *Table) queryByID(ctx context.Context, jobID string) ([]string, error) {
+	var pks []string
+	var start map[string]types.AttributeValue
+	for {
+		out, err := t.client.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(t.table),
+			IndexName:                 aws.String(idempotency.IndexByID),
+			KeyConditionExpression:    aws.String("#id = :id"),
+			ExpressionAttributeNames:  map[string]string{"#id": idempotency.AttrJobID},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(jobID)},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", idempotency.IndexByID, err)
+		}
+		for _, it := range out.Items {
+			if pk, err := getS(it, idempotency.AttrPK); err == nil && pk != "" {
+				pks = append(pks, pk)
+			}
+		}
+		start = out.LastEvaluatedKey
+		if start == nil || len(pks) >= maxIDMatches {
+			return pks, nil
+		}
+	}
 }
 
 // batchGetMax is the most keys one BatchGetItem request may carry.

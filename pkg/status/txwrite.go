@@ -34,11 +34,7 @@ func (t *Table) QueuedWrite(j QueuedJob) (types.TransactWriteItem, error) {
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
-	item := t.newItem(j.Kind, j.Key, idempotency.StateQueued, at, j.ExpiresAt)
-	item[idempotency.AttrJobID] = attrS(j.JobID)
-	if j.PayloadHash != "" {
-		item[idempotency.AttrHash] = attrS(j.PayloadHash)
-	}
+	item := t.jobItem(j.Kind, j.Key, j.JobID, j.PayloadHash, idempotency.StateQueued, at, j.ExpiresAt)
 	pk := item[idempotency.AttrPK]
 	delete(item, idempotency.AttrPK)
 	attrs := make([]string, 0, len(item))

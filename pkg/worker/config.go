@@ -149,7 +149,9 @@ type Config struct {
 	// nothing is allocated for it.
 	Observer Observer
 
-	// Logger receives one line per job outcome. Defaults to slog.Default().
+	// Logger receives one line per job outcome: successes and skipped duplicates at Debug (off at
+	// the default Info level), retries at Warn, dead letters at Error. Defaults to
+	// slog.Default().
 	Logger *slog.Logger
 	// LogArgs adds the job's args to its log lines. Defaults to false (payloads may hold personal
 	// data).

@@ -819,3 +819,32 @@ func TestRetryStopsTheConsumersHeartbeat(t *testing.T) {
 		t.Errorf("rh-3 visibility = %d, want the 5 s retry delay", got)
 	}
 }
+
+// TestLogLevels: at the default level (Info) a success writes no log line, a retry and a dead
+// letter do; at Debug the success has its line too.
+func TestLogLevels(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		level       slog.Level
+		wantSuccess bool
+	}{{slog.LevelInfo, false}, {slog.LevelDebug, true}} {
+		t.Run(tt.level.String(), func(t *testing.T) {
+			t.Parallel()
+			logs := &bytes.Buffer{}
+			s := newTestHandler(t, func(c *Config) {
+				c.Logger = slog.New(slog.NewJSONHandler(&lockedWriter{w: logs}, &slog.HandlerOptions{Level: tt.level}))
+			})
+			handle(t, s, context.Background(), msg("ok", testArgs{Do: "ok"}), msg("retry", testArgs{Do: "fail"}),
+				msg("dead", testArgs{Do: "fail"}, receives(3)))
+			out := logs.String()
+			if got := strings.Contains(out, `"job_id":"job-ok"`); got != tt.wantSuccess {
+				t.Errorf("success logged = %v, want %v:\n%s", got, tt.wantSuccess, out)
+			}
+			for _, want := range []string{`"level":"WARN","msg":"sqsworker: job retry"`, `"job_id":"job-dead"`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("log lacks %s:\n%s", want, out)
+				}
+			}
+		})
+	}
+}

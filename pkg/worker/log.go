@@ -12,10 +12,13 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/payload"
 )
 
-// log writes the one line of a message's outcome. Successes log at Info, retries at Warn, dead
-// letters and failed sends at Error. The payload is never logged unless LogArgs is set.
+// log writes the one line of a message's outcome. Successes (and skipped duplicates) log at
+// Debug, so that the default level (Info) keeps them off the hot path: a JSON line per job costs
+// about as much as the rest of the worker's work on it (docs/BENCHMARKS.md). Retries log at
+// Warn, dead letters and failed sends at Error. The payload is never logged unless LogArgs is
+// set.
 func (b *batch) log(ctx context.Context, it *item, r *result) {
-	level := slog.LevelInfo
+	level := slog.LevelDebug
 	switch {
 	case r.sendErr != nil, r.act == actDeadLetter:
 		level = slog.LevelError

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
@@ -24,6 +25,8 @@ const (
 	EnvQueueURL       = "SQSWORKER_QUEUE_URL"
 	EnvDLQURL         = "SQSWORKER_DLQ_URL"
 	EnvTable          = "SQSWORKER_TABLE"
+	EnvTableLayout    = "SQSWORKER_TABLE_LAYOUT"
+	EnvExpectRecords  = "SQSWORKER_EXPECT_RECORDS"
 	EnvLogLevel       = "SQSWORKER_LOG_LEVEL"
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
@@ -63,6 +66,15 @@ type Worker struct {
 	DLQURL string
 	// Table is the DynamoDB job table. Empty: no idempotency and no status records.
 	Table string
+	// TableLayout is where the table's records are written (SQSWORKER_TABLE_LAYOUT: by-id, or
+	// kind-key to keep the layout of earlier releases while they may still have jobs in flight;
+	// docs/TABLE.md). Defaults to by-id.
+	TableLayout idempotency.Layout
+	// ExpectRecords says that producers record jobs before they run (the HTTP API, producers with
+	// a status recorder): the first claim then updates that record instead of trying a write
+	// that only a job without a record wins (SQSWORKER_EXPECT_RECORDS,
+	// idempotency.MiddlewareConfig.ExpectRecords). Defaults to false.
+	ExpectRecords bool
 	// LogLevel is the level of the JSON log on stderr. Defaults to info.
 	LogLevel slog.Level
 	// Concurrency bounds the jobs of a batch running at once. Defaults to 10.
@@ -89,6 +101,9 @@ type API struct {
 	// record there before each send (so that a repeated Idempotency-Key gets the first answer).
 	// Empty: GET answers 501 and repeated keys are not recognised by the API.
 	Table string
+	// TableLayout is where the table's records are written (SQSWORKER_TABLE_LAYOUT), as the
+	// worker's. Defaults to by-id.
+	TableLayout idempotency.Layout
 	// LogLevel is the level of the JSON log on stderr. Defaults to info.
 	LogLevel slog.Level
 	// Kinds is the allow-list (SQSWORKER_API_KINDS): the only kinds POST /jobs enqueues, each
@@ -138,9 +153,17 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		QueueURL:      optionalQueueURL(getenv, EnvQueueURL, &errs),
 		DLQURL:        optionalQueueURL(getenv, EnvDLQURL, &errs),
 		Table:         table(getenv, &errs),
+		TableLayout:   tableLayout(getenv, &errs),
 		LogLevel:      logLevel(getenv, &errs),
 		ScheduleGroup: strings.TrimSpace(getenv(EnvScheduleGroup)),
 		PayloadBucket: strings.TrimSpace(getenv(EnvPayloadBucket)),
+	}
+	if s := strings.TrimSpace(getenv(EnvExpectRecords)); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a boolean (true or false; default false)", EnvExpectRecords, s))
+		}
+		c.ExpectRecords = b
 	}
 	c.Concurrency = DefaultConcurrency
 	if s := strings.TrimSpace(getenv(EnvConcurrency)); s != "" {
@@ -184,9 +207,10 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 func LoadAPI(getenv func(string) string) (API, error) {
 	var errs []error
 	c := API{
-		QueueURL: optionalQueueURL(getenv, EnvQueueURL, &errs),
-		Table:    table(getenv, &errs),
-		LogLevel: logLevel(getenv, &errs),
+		QueueURL:    optionalQueueURL(getenv, EnvQueueURL, &errs),
+		Table:       table(getenv, &errs),
+		TableLayout: tableLayout(getenv, &errs),
+		LogLevel:    logLevel(getenv, &errs),
 	}
 	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" {
 		errs = append([]error{fmt.Errorf("%s is required: the URL of the queue jobs are sent to", EnvQueueURL)}, errs...)
@@ -356,6 +380,16 @@ func table(getenv func(string) string, errs *[]error) string {
 		return ""
 	}
 	return s
+}
+
+func tableLayout(getenv func(string) string, errs *[]error) idempotency.Layout {
+	s := strings.ToLower(strings.TrimSpace(getenv(EnvTableLayout)))
+	l, err := idempotency.ParseLayout(s)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not a table layout (want %s, the default, or %s)", EnvTableLayout, s,
+			idempotency.LayoutByID, idempotency.LayoutKindKey))
+	}
+	return l
 }
 
 func logLevel(getenv func(string) string, errs *[]error) slog.Level {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -39,6 +40,11 @@ func TestLoadWorker(t *testing.T) {
 		{name: "warn level", env: map[string]string{EnvLogLevel: "warn"}, want: Worker{LogLevel: slog.LevelWarn, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
 		{name: "error level", env: map[string]string{EnvLogLevel: " error "}, want: Worker{LogLevel: slog.LevelError, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
 		{name: "bad level", env: map[string]string{EnvLogLevel: "verbose"}, want: defaults, wantErr: []string{"SQSWORKER_LOG_LEVEL=\"verbose\" is not a log level"}},
+		{name: "old table layout", env: map[string]string{EnvTableLayout: " Kind-Key "}, want: Worker{TableLayout: idempotency.LayoutKindKey, LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
+		{name: "default table layout", env: map[string]string{EnvTableLayout: "by-id"}, want: defaults},
+		{name: "expect records", env: map[string]string{EnvExpectRecords: "true"}, want: Worker{ExpectRecords: true, LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
+		{name: "bad expect records", env: map[string]string{EnvExpectRecords: "yes please"}, want: defaults, wantErr: []string{"SQSWORKER_EXPECT_RECORDS=\"yes please\" is not a boolean"}},
+		{name: "bad table layout", env: map[string]string{EnvTableLayout: "flat"}, want: defaults, wantErr: []string{"SQSWORKER_TABLE_LAYOUT=\"flat\" is not a table layout"}},
 		{name: "concurrency not a number", env: map[string]string{EnvConcurrency: "ten"}, want: defaults, wantErr: []string{"SQSWORKER_CONCURRENCY=\"ten\" is not an integer"}},
 		{name: "concurrency zero", env: map[string]string{EnvConcurrency: "0"}, want: defaults, wantErr: []string{"SQSWORKER_CONCURRENCY=0 is out of range"}},
 		{name: "margin not a duration", env: map[string]string{EnvDeadlineMargin: "2"}, want: defaults, wantErr: []string{"SQSWORKER_DEADLINE_MARGIN=\"2\" is not a Go duration"}},

@@ -6,7 +6,9 @@
 //	}
 //
 // The suite drives records into every state with Claim and Finish only, so any store can run it;
-// the queued and scheduled states, which only a producer writes, need Options.Seed. All times are
+// the queued and scheduled states, which only a producer writes, need Options.Seed. Every case
+// runs twice: as written, and again (under "FreshHint/") with ClaimRequest.Fresh set on every
+// claim, which must not change any result: the hint is only allowed to make claims cheaper. All times are
 // explicit (ClaimRequest.Now, …) and lie in the future (2050), so nothing sleeps and no real
 // expiry (such as DynamoDB's TTL deletion) interferes.
 //
@@ -48,11 +50,17 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store, opts Options) {
 	t.Helper()
 	nonce := strconv.FormatInt(time.Now().UnixNano(), 36) // keys unique across runs on a persistent store
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, &env{t: t, s: newStore(t), opts: opts, nonce: nonce, ctx: context.Background()})
-		})
+	for _, fresh := range []bool{false, true} {
+		for _, c := range cases {
+			name := c.name
+			if fresh {
+				name = "FreshHint/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, &env{t: t, s: newStore(t), opts: opts, fresh: fresh, nonce: nonce, ctx: context.Background()})
+			})
+		}
 	}
 }
 
@@ -73,6 +81,7 @@ type env struct {
 	t     *testing.T
 	s     idempotency.Store
 	opts  Options
+	fresh bool // set ClaimRequest.Fresh on every claim
 	nonce string
 	ctx   context.Context
 	n     int
@@ -95,6 +104,7 @@ func req(key, token string, now time.Time) idempotency.ClaimRequest {
 
 func (e *env) claim(r idempotency.ClaimRequest) idempotency.ClaimResult {
 	e.t.Helper()
+	r.Fresh = r.Fresh || e.fresh
 	res, err := e.s.Claim(e.ctx, r)
 	if err != nil {
 		e.t.Fatalf("Claim(%s, token %s): %v", r.Key, r.Token, err)
@@ -210,6 +220,114 @@ var cases = []testCase{
 	{"KeysScopedByKind", keysScopedByKind},
 	{"LongKey", longKey},
 	{"InvalidRequests", invalidRequests},
+	{"JobKeyedByItsID", idKeyed},
+}
+
+// idKeyed drives a job whose key is its id (ClaimRequest.JobID == Key, as for every job enqueued
+// without a key), whose record a store may keep under the id (idempotency.Layout): every
+// operation that names the job with its id finds the record.
+func idKeyed(t *testing.T, e *env) {
+	t0 := at(0)
+	byID := func(key, token string, now time.Time) idempotency.ClaimRequest {
+		r := req(key, token, now)
+		r.JobID = key
+		return r
+	}
+	finID := func(key, token string, state idempotency.State, now time.Time) idempotency.Finish {
+		f := fin(key, token, state, now)
+		f.JobID = key
+		return f
+	}
+	sub := func(name string, run func(t *testing.T, e *env)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx})
+		})
+	}
+	sub("SucceedsOnceThenDuplicate", func(t *testing.T, e *env) {
+		key := "id-" + e.key()
+		r := byID(key, "A", t0)
+		checkRecord(t, "claim result", e.mustClaim(r), claimed(r))
+		checkRecord(t, "Get after claim", e.get(key), claimed(r))
+		lease := t0.Add(time.Hour)
+		if err := e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, JobID: key, Token: "A", LeaseUntil: lease}); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		if got := e.get(key); !got.LeaseUntil.Equal(lease) {
+			t.Errorf("after Renew: lease %v, want %v", got.LeaseUntil, lease)
+		}
+		e.finish(finID(key, "A", idempotency.StateSucceeded, t0.Add(time.Second)))
+		got := e.get(key)
+		if got.State != idempotency.StateSucceeded || got.JobID != key || got.Key != key || got.Kind != kind || got.Token != "" {
+			t.Errorf("after Finish: %+v", got)
+		}
+		res := e.claim(byID(key, "B", t0.Add(2*time.Second)))
+		if res.Claimed || res.Record.State != idempotency.StateSucceeded || res.Record.JobID != key {
+			t.Errorf("a duplicate delivery: claimed %v, record %+v; want refused by the succeeded record", res.Claimed, res.Record)
+		}
+	})
+	sub("RetriesCountRuns", func(t *testing.T, e *env) {
+		key := "id-" + e.key()
+		e.mustClaim(byID(key, "A", t0))
+		f := finID(key, "A", idempotency.StateRetrying, t0.Add(time.Second))
+		f.Error = "boom"
+		e.finish(f)
+		rec := e.mustClaim(byID(key, "B", t0.Add(2*time.Second)))
+		if rec.Runs != 2 || rec.LastError != "boom" || !rec.FirstAttemptAt.Equal(t0) || !rec.LastAttemptAt.Equal(t0.Add(2*time.Second)) {
+			t.Errorf("second claim: %+v; want runs 2, the first failure kept, first at t0, last at t0+2s", rec)
+		}
+		// A claim taken over after its lease ended: the old token can neither renew nor finish.
+		taken := e.mustClaim(byID(key, "C", t0.Add(2*time.Second+lease)))
+		if taken.Runs != 3 {
+			t.Errorf("takeover: runs %d, want 3", taken.Runs)
+		}
+		if err := e.s.Finish(e.ctx, finID(key, "B", idempotency.StateSucceeded, t0.Add(3*time.Minute))); !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Finish by the old token = %v, want ErrLeaseLost", err)
+		}
+		if err := e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, JobID: key, Token: "B", LeaseUntil: t0.Add(time.Hour)}); !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Renew by the old token = %v, want ErrLeaseLost", err)
+		}
+	})
+	sub("PayloadMismatch", func(t *testing.T, e *env) {
+		key := "id-" + e.key()
+		e.mustClaim(byID(key, "A", t0))
+		e.finish(finID(key, "A", idempotency.StateSucceeded, t0.Add(time.Second)))
+		other := byID(key, "B", t0.Add(2*time.Second))
+		other.PayloadHash = hash2
+		if res := e.claim(other); res.Claimed || res.Record.PayloadHash != hash1 {
+			t.Errorf("another payload under the id: claimed %v, record %+v", res.Claimed, res.Record)
+		}
+	})
+	sub("ExpiredCountsAsAbsent", func(t *testing.T, e *env) {
+		key := "id-" + e.key()
+		e.mustClaim(byID(key, "A", t0))
+		f := finID(key, "A", idempotency.StateSucceeded, t0.Add(time.Second))
+		f.ExpiresAt = t0.Add(10 * time.Second)
+		e.finish(f)
+		r := byID(key, "B", t0.Add(10*time.Second))
+		checkRecord(t, "claim over an expired record", e.mustClaim(r), claimed(r))
+	})
+	sub("MarkDead", func(t *testing.T, e *env) {
+		key := "id-" + e.key()
+		e.seed(idempotency.Record{Kind: kind, Key: key, JobID: key, State: idempotency.StateQueued, PayloadHash: hash1,
+			UpdatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)})
+		if got := e.get(key); got.State != idempotency.StateQueued || got.JobID != key {
+			t.Fatalf("seeded record: %+v", got)
+		}
+		marked, err := e.s.MarkDead(e.ctx, idempotency.DeadMark{Kind: kind, Key: key, JobID: key, Reason: "unknown_kind",
+			MessageID: "msg-dead", Now: t0.Add(time.Second)})
+		if err != nil || !marked {
+			t.Fatalf("MarkDead = %v, %v; want marked", marked, err)
+		}
+		if got := e.get(key); got.State != idempotency.StateDead || got.Reason != "unknown_kind" {
+			t.Errorf("after MarkDead: %+v", got)
+		}
+		redriven := byID(key, "R", t0.Add(2*time.Second))
+		redriven.MessageID = "msg-redriven"
+		if rec := e.mustClaim(redriven); rec.Runs != 1 {
+			t.Errorf("redriven claim: runs %d, want 1", rec.Runs)
+		}
+	})
 }
 
 func claimWithoutRecord(t *testing.T, e *env) {
@@ -280,7 +398,7 @@ func claimByState(t *testing.T, e *env) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 			key := e.key()
 			tt.setup(e, key)
 			before := e.get(key)
@@ -337,7 +455,7 @@ func expiredRecord(t *testing.T, e *env) {
 		for _, h := range []struct{ name, hash string }{{"same-hash", hash1}, {"other-hash", hash2}} {
 			t.Run(tt.name+"/"+h.name, func(t *testing.T) {
 				t.Parallel()
-				e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+				e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 				key := e.key()
 				tt.setup(e, key)
 				before := e.get(key)
@@ -373,7 +491,7 @@ func expiredRecord(t *testing.T, e *env) {
 func payloadMismatch(t *testing.T, e *env) {
 	t0 := at(0)
 	t.Run("DifferentHashRefused", func(t *testing.T) {
-		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 		key := e.key()
 		e.mustClaim(req(key, "A", t0))
 		e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
@@ -391,7 +509,7 @@ func payloadMismatch(t *testing.T, e *env) {
 		checkRecord(t, "Get (want unchanged)", e.get(key), before)
 	})
 	t.Run("EmptyRecordHashAcceptsAny", func(t *testing.T) {
-		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 		key := e.key()
 		r := req(key, "A", t0)
 		r.PayloadHash = ""
@@ -408,7 +526,7 @@ func payloadMismatch(t *testing.T, e *env) {
 		}
 	})
 	t.Run("EmptyRequestHashRefusedByHashedRecord", func(t *testing.T) {
-		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 		key := e.key()
 		e.mustClaim(req(key, "A", t0))
 		e.finish(fin(key, "A", idempotency.StateRetrying, t0.Add(time.Second)))
@@ -481,7 +599,7 @@ func attemptsBefore(t *testing.T, e *env) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 			key := e.key()
 			tt.setup(e, key)
 			r := req(key, "B", t0.Add(time.Minute))
@@ -603,7 +721,7 @@ func markDead(t *testing.T, e *env) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 			key := e.key()
 			tt.setup(e, key)
 			before, getErr := e.s.Get(e.ctx, kind, key)
@@ -644,7 +762,7 @@ func markDead(t *testing.T, e *env) {
 	}
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
-		e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+		e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 		key := e.key()
 		e.seed(idempotency.Record{Kind: kind, Key: key, JobID: "job-P", State: idempotency.StateQueued, UpdatedAt: t0})
 		for name, mod := range map[string]func(*idempotency.DeadMark){
@@ -676,9 +794,9 @@ func wrongToken(t *testing.T, e *env) {
 		err  error
 	}{
 		{"Finish/wrong-token", e.s.Finish(e.ctx, fin(key, "X", idempotency.StateSucceeded, t0.Add(time.Second)))},
-		{"Renew/wrong-token", e.s.Renew(e.ctx, kind, key, "X", t0.Add(time.Hour))},
+		{"Renew/wrong-token", e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, Token: "X", LeaseUntil: t0.Add(time.Hour)})},
 		{"Finish/unknown-key", e.s.Finish(e.ctx, fin(e.key(), "A", idempotency.StateSucceeded, t0))},
-		{"Renew/unknown-key", e.s.Renew(e.ctx, kind, e.key(), "A", t0.Add(time.Hour))},
+		{"Renew/unknown-key", e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: e.key(), Token: "A", LeaseUntil: t0.Add(time.Hour)})},
 	}
 	for _, c := range checks {
 		if !errors.Is(c.err, idempotency.ErrLeaseLost) {
@@ -692,7 +810,7 @@ func wrongToken(t *testing.T, e *env) {
 	if err := e.s.Finish(e.ctx, fin(key, "A", idempotency.StateSucceeded, t0.Add(2*time.Second))); !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Errorf("second Finish = %v, want ErrLeaseLost", err)
 	}
-	if err := e.s.Renew(e.ctx, kind, key, "A", t0.Add(time.Hour)); !errors.Is(err, idempotency.ErrLeaseLost) {
+	if err := e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, Token: "A", LeaseUntil: t0.Add(time.Hour)}); !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Errorf("Renew after Finish = %v, want ErrLeaseLost", err)
 	}
 	if rec := e.get(key); rec.State != idempotency.StateRetrying {
@@ -708,7 +826,7 @@ func leaseTakeover(t *testing.T, e *env) {
 	if rec.Runs != 2 || rec.Token != "B" {
 		t.Fatalf("takeover: runs %d token %q", rec.Runs, rec.Token)
 	}
-	if err := e.s.Renew(e.ctx, kind, key, "A", t0.Add(time.Hour)); !errors.Is(err, idempotency.ErrLeaseLost) {
+	if err := e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, Token: "A", LeaseUntil: t0.Add(time.Hour)}); !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Errorf("Renew by the old token = %v, want ErrLeaseLost", err)
 	}
 	if err := e.s.Finish(e.ctx, fin(key, "A", idempotency.StateSucceeded, t0.Add(lease+time.Second))); !errors.Is(err, idempotency.ErrLeaseLost) {
@@ -728,7 +846,7 @@ func renewExtends(t *testing.T, e *env) {
 	key := e.key()
 	e.mustClaim(req(key, "A", t0))
 	newLease := t0.Add(5*time.Minute + 250*time.Millisecond)
-	if err := e.s.Renew(e.ctx, kind, key, "A", newLease); err != nil {
+	if err := e.s.Renew(e.ctx, idempotency.Renewal{Kind: kind, Key: key, Token: "A", LeaseUntil: newLease}); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
 	if got := e.get(key); !got.LeaseUntil.Equal(newLease) || got.Token != "A" {
@@ -809,7 +927,7 @@ func errorTruncated(t *testing.T, e *env) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 			key := e.key()
 			now := at(time.Duration(i) * time.Second)
 			e.mustClaim(req(key, "A", now))
@@ -870,7 +988,7 @@ func concurrentClaims(t *testing.T, e *env) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &env{t: t, s: e.s, opts: e.opts, nonce: e.nonce, ctx: e.ctx}
+			e := &env{t: t, s: e.s, opts: e.opts, fresh: e.fresh, nonce: e.nonce, ctx: e.ctx}
 			key := e.key()
 			tt.setup(e, key)
 			var (
@@ -885,7 +1003,9 @@ func concurrentClaims(t *testing.T, e *env) {
 				go func() {
 					defer wg.Done()
 					token := "G" + strconv.Itoa(i)
-					res, err := e.s.Claim(e.ctx, req(key, token, tt.now))
+					r := req(key, token, tt.now)
+					r.Fresh = e.fresh
+					res, err := e.s.Claim(e.ctx, r)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

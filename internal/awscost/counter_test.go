@@ -1,0 +1,133 @@
+package awscost
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// fakeAWS answers every request with {} (200), except DynamoDB UpdateItem calls, which it
+// refuses with a ConditionalCheckFailedException. It records the request bodies it got.
+func fakeAWS(t *testing.T) (*httptest.Server, *[]string) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.UpdateItem" {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`)
+			return
+		}
+		io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &bodies
+}
+
+func clients(srv *httptest.Server, c *Counter) (*dynamodb.Client, *sqs.Client) {
+	cfg := aws.Config{
+		Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), HTTPClient: c,
+		Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), sqs.NewFromConfig(cfg)
+}
+
+func TestCounterCounts(t *testing.T) {
+	srv, _ := fakeAWS(t)
+	c := &Counter{}
+	ddb, sq := clients(srv, c)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: item{"pk": s("a")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item{"pk": s("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(srv.URL + "/000000000000/q")}); err != nil {
+		t.Fatal(err)
+	}
+	calls := c.Calls()
+	if calls["dynamodb.GetItem"] != 3 || calls["dynamodb.PutItem"] != 1 || calls["sqs.ReceiveMessage"] != 1 || len(calls) != 3 {
+		t.Errorf("calls = %v", calls)
+	}
+	if Sum(calls, "dynamodb.") != 4 || Sum(calls, "") != 5 {
+		t.Errorf("sums: dynamodb %d, all %d", Sum(calls, "dynamodb."), Sum(calls, ""))
+	}
+	if got := Format(calls); got != "dynamodb.GetItem=3 dynamodb.PutItem=1 sqs.ReceiveMessage=1" {
+		t.Errorf("Format = %q", got)
+	}
+	c.Reset()
+	if len(c.Calls()) != 0 {
+		t.Errorf("after Reset: %v", c.Calls())
+	}
+}
+
+func TestCounterOnWrite(t *testing.T) {
+	srv, bodies := fakeAWS(t)
+	var writes []Write
+	c := &Counter{OnWrite: func(w Write) { writes = append(writes, w) }}
+	ddb, _ := clients(srv, c)
+	ctx := context.Background()
+	_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: item{
+		"pk": s("a"), "n": n("12"), "l": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberB{Value: []byte("xyz")}, &types.AttributeValueMemberBOOL{Value: true}}},
+		"m": &types.AttributeValueMemberM{Value: item{"ss": &types.AttributeValueMemberSS{Value: []string{"p", "q"}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("t"), Key: item{"pk": s("b")},
+		UpdateExpression: aws.String("SET #a = :a"), ExpressionAttributeNames: map[string]string{"#a": "a"},
+		ExpressionAttributeValues: item{":a": s("x")}})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("UpdateItem: %v, want the ConditionalCheckFailedException (the answer must reach the SDK intact)", err)
+	}
+	if _, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: item{"pk": s("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 2 {
+		t.Fatalf("OnWrite called %d times, want 2 (reads are not writes): %+v", len(writes), writes)
+	}
+	put, upd := writes[0], writes[1]
+	if put.Op != "PutItem" || put.Table != "t" || put.Status != 200 || put.ConditionFailed || put.Key != nil {
+		t.Errorf("put = %+v", put)
+	}
+	// The item is decoded from the request as sent: its size is the one billed.
+	if got, want := ItemSize(put.Item), 2+1+1+2+1+3+(1+3)+(1+1)+1+3+(1+2+2); got != want {
+		t.Errorf("put item size = %d, want %d (item %v)", got, want, put.Item)
+	}
+	if upd.Op != "UpdateItem" || upd.Status != 400 || !upd.ConditionFailed || upd.Key["pk"].(*types.AttributeValueMemberS).Value != "b" {
+		t.Errorf("update = %+v", upd)
+	}
+	// The server got the bodies whole.
+	if len(*bodies) != 3 || !strings.Contains((*bodies)[0], `"TableName":"t"`) || !strings.Contains((*bodies)[1], `"UpdateExpression"`) {
+		t.Errorf("bodies the server got: %q", *bodies)
+	}
+}
+
+func TestDecodeValueErrors(t *testing.T) {
+	for _, in := range []string{`{}`, `{"S":"a","N":"1"}`, `{"X":1}`, `{"S":1}`, `{"B":"!!"}`, `[]`} {
+		if _, err := DecodeValue([]byte(in)); err == nil {
+			t.Errorf("DecodeValue(%s) accepted", in)
+		}
+	}
+}
