@@ -372,6 +372,10 @@ func (jq *JobQueue) api() {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: api.Function, Actions: jsii.Strings(ApiIndexActions...), ResourceArns: jsii.Strings(*table + "/index/" + IndexByID),
 		})
+		// The API records every job (queued) before it sends it: the worker's first claim then
+		// goes straight to the update that takes an existing record (one write, not a refused
+		// put and an update).
+		jq.Worker.AddEnvironment(jsii.String(EnvExpectRecords), jsii.String("true"), nil)
 	}
 
 	sumOver := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}

@@ -124,6 +124,14 @@ func TestApiDefaultShape(t *testing.T) {
 		b, _ := json.Marshal(p)
 		t.Errorf("permission %s in the default shape: %s", id, b)
 	}
+	// The worker knows the API records jobs before they run.
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+				EnvDLQURL: assertions.Match_AnyValue(), EnvExpectRecords: "true",
+			})},
+		})
+	})
 	outputs := *tmpl.FindOutputs(jsii.String("JobsApiUrl"), nil)
 	if len(outputs) != 1 {
 		t.Fatalf("outputs named JobsApiUrl: %v", outputs)

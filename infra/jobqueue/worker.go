@@ -20,6 +20,9 @@ const (
 	EnvConcurrency    = "SQSWORKER_CONCURRENCY"
 	EnvDeadlineMargin = "SQSWORKER_DEADLINE_MARGIN"
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
+	// EnvExpectRecords is set (true) when a producer of the stack records jobs before they run
+	// (Props.Api): see idempotency.MiddlewareConfig.ExpectRecords.
+	EnvExpectRecords = "SQSWORKER_EXPECT_RECORDS"
 	// Set only with Props.WorkerEnqueues, for a worker main that enqueues follow-up jobs: the
 	// fields of schedule.Config (the scheduler ones only when scheduling is enabled).
 	EnvQueueARN         = "SQSWORKER_QUEUE_ARN"
