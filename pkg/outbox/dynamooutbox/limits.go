@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/awscost"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
 
@@ -26,59 +27,9 @@ const (
 // size or its number of actions; it also wraps outbox.ErrInvalid.
 var ErrLimit = errors.New("over a DynamoDB limit")
 
-// ItemSize returns the size of an item as DynamoDB counts it (attribute names plus values; a
-// number is counted as its digits plus one, a little more than DynamoDB's 1 byte per two digits).
-func ItemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return len(v.Value) + 1
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s) + 1
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for name, e := range v.Value {
-			n += len(name) + valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += valueSize(e) + 1
-		}
-		return n
-	}
-	return 0
-}
+// ItemSize returns the size of an item as DynamoDB counts it against its 400 KB limit
+// (internal/awscost's rules, which the benchmark also bills writes by).
+func ItemSize(item map[string]types.AttributeValue) int { return awscost.ItemSize(item) }
 
 // checkTransaction implements Outbox.CheckTransaction; outboxTable is the outbox's table, whose
 // item keys it knows.
@@ -158,7 +109,7 @@ func describeAction(a types.TransactWriteItem, outboxTable string) (table, k str
 func valuesSize(values map[string]types.AttributeValue) int {
 	n := 0
 	for _, v := range values {
-		n += valueSize(v)
+		n += awscost.ValueSize(v)
 	}
 	return n
 }

@@ -133,12 +133,12 @@ func TestItemSize(t *testing.T) {
 	t.Parallel()
 	item := map[string]types.AttributeValue{
 		"s": &types.AttributeValueMemberS{Value: "abc"},                                                                              // 1 + 3
-		"n": &types.AttributeValueMemberN{Value: "12345"},                                                                            // 1 + 6
+		"n": &types.AttributeValueMemberN{Value: "12345"},                                                                            // 1 + 4 (3 digit pairs started, + 1)
 		"b": &types.AttributeValueMemberB{Value: []byte{1, 2}},                                                                       // 1 + 2
 		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": &types.AttributeValueMemberBOOL{Value: true}}}, // 1 + 3 + (1+1+1)
 		"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNULL{Value: true}}},               // 1 + 3 + (1+1)
 	}
-	if got, want := dynamooutbox.ItemSize(item), 4+7+3+7+6; got != want {
+	if got, want := dynamooutbox.ItemSize(item), 4+5+3+7+6; got != want {
 		t.Errorf("ItemSize = %d, want %d", got, want)
 	}
 }
