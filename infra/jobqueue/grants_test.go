@@ -3,10 +3,9 @@ package jobqueue
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/sqsworker/sqsworker/infra/internal/cfnread"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -15,43 +14,11 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// cdkHash is the 8-character suffix CDK appends to logical ids.
-var cdkHash = regexp.MustCompile(`[0-9A-F]{8}$`)
-
-// render writes a CloudFormation value as a readable string: {"Fn::GetAtt": ["JobsQueue24944186",
-// "Arn"]} is "JobsQueue.Arn", {"Ref": "AWS::Region"} is "${AWS::Region}", a Join is its parts.
-func render(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case map[string]any:
-		if ga, ok := v["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
-			return cdkHash.ReplaceAllString(ga[0].(string), "") + "." + ga[1].(string)
-		}
-		if ref, ok := v["Ref"].(string); ok {
-			if strings.HasPrefix(ref, "AWS::") {
-				return "${" + ref + "}"
-			}
-			return cdkHash.ReplaceAllString(ref, "")
-		}
-		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
-			var parts []string
-			for _, p := range j[1].([]any) {
-				parts = append(parts, render(p))
-			}
-			return strings.Join(parts, j[0].(string))
-		}
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func list(v any) []any {
-	if l, ok := v.([]any); ok {
-		return l
-	}
-	return []any{v}
-}
+// render and list are cfnread's (shared by the infra tests).
+var (
+	render = cfnread.Render
+	list   = cfnread.List
+)
 
 // statement is one Allow statement of an identity policy, rendered.
 type statement struct {

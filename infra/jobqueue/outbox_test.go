@@ -2,6 +2,7 @@ package jobqueue
 
 import (
 	"encoding/json"
+	"github.com/sqsworker/sqsworker/infra/internal/cfnread"
 	"strings"
 	"testing"
 	"time"
@@ -217,7 +218,7 @@ func TestOutboxSweepTrust(t *testing.T) {
 func checkSchedulerTrust(t *testing.T, tmpl assertions.Template, role, groupArn string) {
 	t.Helper()
 	for id, r := range *tmpl.FindResources(jsii.String("AWS::IAM::Role"), nil) {
-		if cdkHash.ReplaceAllString(id, "") != role {
+		if cfnread.LogicalName(id) != role {
 			continue
 		}
 		doc := (*r)["Properties"].(map[string]any)["AssumeRolePolicyDocument"].(map[string]any)
@@ -255,7 +256,7 @@ func TestOutboxAlarmsAndDashboard(t *testing.T) {
 		"OutboxDeadAlarm": AlarmOutboxDeadJobs, "OutboxRelayFunctionErrorsAlarm": AlarmOutboxRelayFunctionErrors} {
 		found := false
 		for logical, a := range alarms {
-			if cdkHash.ReplaceAllString(logical, "") != "Jobs"+id {
+			if cfnread.LogicalName(logical) != "Jobs"+id {
 				continue
 			}
 			found = true

@@ -3,6 +3,7 @@ package shapes
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/sqsworker/sqsworker/infra/internal/cfnread"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -139,47 +140,11 @@ func shapes(t *testing.T) []shape {
 	return all
 }
 
-// cdkHash is the 8-character suffix CDK appends to logical ids.
-var cdkHash = regexp.MustCompile(`[0-9A-F]{8}$`)
-
-// render writes a CloudFormation value as a readable string: {"Fn::GetAtt": ["JobsQueue24944186",
-// "Arn"]} is "JobsQueue.Arn", {"Ref": "AWS::Region"} is "${AWS::Region}", {"Ref": "JobsTopic…"}
-// is "JobsTopic", a Join is its parts.
-func render(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case map[string]any:
-		if ga, ok := v["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
-			return cdkHash.ReplaceAllString(ga[0].(string), "") + "." + ga[1].(string)
-		}
-		if ref, ok := v["Ref"].(string); ok {
-			if strings.HasPrefix(ref, "AWS::") {
-				return "${" + ref + "}"
-			}
-			return cdkHash.ReplaceAllString(ref, "")
-		}
-		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
-			var parts []string
-			for _, p := range j[1].([]any) {
-				parts = append(parts, render(p))
-			}
-			return strings.Join(parts, j[0].(string))
-		}
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func list(v any) []any {
-	if l, ok := v.([]any); ok {
-		return l
-	}
-	if v == nil {
-		return nil
-	}
-	return []any{v}
-}
+// render and list are cfnread's (shared by the infra tests).
+var (
+	render = cfnread.Render
+	list   = cfnread.List
+)
 
 // TestSynth: every shape synthesizes to a template holding the worker and its event source, and
 // each part's functions, URL, tables and schedules when it is on.
