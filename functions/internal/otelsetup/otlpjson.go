@@ -316,29 +316,13 @@ func value(v attribute.Value) anyValue {
 		f := v.AsFloat64()
 		return anyValue{DoubleValue: &f}
 	case attribute.BOOLSLICE:
-		var a arrayValue
-		for _, b := range v.AsBoolSlice() {
-			a.Values = append(a.Values, value(attribute.BoolValue(b)))
-		}
-		return anyValue{ArrayValue: &a}
+		return arrayOf(v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var a arrayValue
-		for _, n := range v.AsInt64Slice() {
-			a.Values = append(a.Values, value(attribute.Int64Value(n)))
-		}
-		return anyValue{ArrayValue: &a}
+		return arrayOf(v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var a arrayValue
-		for _, f := range v.AsFloat64Slice() {
-			a.Values = append(a.Values, value(attribute.Float64Value(f)))
-		}
-		return anyValue{ArrayValue: &a}
+		return arrayOf(v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var a arrayValue
-		for _, s := range v.AsStringSlice() {
-			a.Values = append(a.Values, value(attribute.StringValue(s)))
-		}
-		return anyValue{ArrayValue: &a}
+		return arrayOf(v.AsStringSlice(), attribute.StringValue)
 	}
 	s := v.Emit()
 	if v.Type() != attribute.STRING && v.Type() != attribute.INVALID {
@@ -346,4 +330,13 @@ func value(v attribute.Value) anyValue {
 		return anyValue{BytesValue: &b}
 	}
 	return anyValue{StringValue: &s}
+}
+
+// arrayOf is the arrayValue of a slice attribute's elements.
+func arrayOf[T any](elems []T, valueOf func(T) attribute.Value) anyValue {
+	a := arrayValue{Values: make([]anyValue, 0, len(elems))}
+	for _, e := range elems {
+		a.Values = append(a.Values, value(valueOf(e)))
+	}
+	return anyValue{ArrayValue: &a}
 }
