@@ -1,6 +1,6 @@
 // Package jsonscan holds the JSON primitives shared by the hot-path decoders (internal/sqsevent
-// and pkg/jobs' envelope parser): whitespace, strings (scan, validate, unescape, unescape in
-// place), numbers, literals and a validating skip of any value. It works on strings by index and
+// and pkg/jobs' envelope parser): whitespace, strings (scan, validate, unescape, and scan and
+// unescape into a buffer in one pass), numbers, literals and a validating skip of any value. It works on strings by index and
 // allocates only to report an error, so callers can hand out substrings of their input without
 // copying. Strings are scanned a word (8 bytes) at a time and long runs with the vectorized
 // strings.IndexByte.
@@ -11,8 +11,10 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -289,56 +291,36 @@ func hex4(raw string) rune {
 	return r
 }
 
-// DecodeInPlace scans the JSON string whose opening quote is s[i], like [String], and writes its
-// value into buf, a copy of s, over the string's own bytes: the value is buf[i+1:i+1+n] and end
-// is the index after the closing quote. Nothing outside that string's bytes is written: escapes
-// only shrink, and a string with invalid UTF-8, whose value (with U+FFFD) can be longer, stops
-// the scan with ok false; the caller then uses [String] and [Unquote]. It does one pass and
-// copies nothing before the first escape.
-func DecodeInPlace(buf []byte, s string, i int) (n, end int, ok bool, err error) {
-	_ = buf[len(s)-1] // buf is at least as long as s
-	start := i + 1
-	r, w := start, start // read and write positions, w <= r
+// AppendDecoded scans the JSON string whose opening quote is s[i], like [String], and appends its
+// value to dst in the same pass, returning the extended slice and the index after the closing
+// quote. A string with invalid UTF-8 (whose value replaces it with U+FFFD) stops the scan with
+// ok false and dst unextended; the caller then uses [String] and [Unquote].
+func AppendDecoded(dst []byte, s string, i int) (out []byte, end int, ok bool, err error) {
+	n := len(dst)
+	r := i + 1
 	for {
-		k := nextStop(s, r)
-		if w != r {
-			if k-r < 16 {
-				for _, c := range []byte(s[r:k]) {
-					buf[w] = c
-					w++
-				}
-			} else {
-				w += copy(buf[w:], s[r:k])
-			}
-		} else {
-			w = k
-		}
+		var k int
+		dst, k = appendRun(dst, s, r)
 		if k >= len(s) {
-			return 0, 0, false, unterminated(i, len(s))
+			return dst[:n], 0, false, unterminated(i, len(s))
 		}
 		switch strClass[s[k]] {
 		case 1:
-			return w - start, k + 1, true, nil
+			return dst, k + 1, true, nil
 		case 2:
 			if k+1 < len(s) {
 				if c := unescape[s[k+1]]; c != 0 {
-					buf[w] = c
-					w++
+					dst = append(dst, c)
 					r = k + 2
 					continue
 				}
 			}
 			esc, err := escape(s, k)
 			if err != nil {
-				return 0, 0, false, err
+				return dst[:n], 0, false, err
 			}
 			r = k + esc
-			if esc == 2 {
-				buf[w] = unescape[s[k+1]]
-				w++
-				continue
-			}
-			u := hex4(s[k:])
+			u := hex4(s[k:]) // esc == 6: a two-byte escape took the branch above
 			if utf16.IsSurrogate(u) {
 				if dec := utf16.DecodeRune(u, hex4(s[r:])); dec != utf8.RuneError {
 					u = dec
@@ -347,21 +329,45 @@ func DecodeInPlace(buf []byte, s string, i int) (n, end int, ok bool, err error)
 					u = utf8.RuneError
 				}
 			}
-			w += utf8.EncodeRune(buf[w:r], u)
+			dst = utf8.AppendRune(dst, u)
 		case 3:
-			return 0, 0, false, control(s, k)
+			return dst[:n], 0, false, control(s, k)
 		default:
 			c, size := utf8.DecodeRuneInString(s[k:])
 			if c == utf8.RuneError && size == 1 {
-				return 0, 0, false, nil
+				return dst[:n], 0, false, nil
 			}
-			if w != k {
-				copy(buf[w:], s[k:k+size])
-			}
-			w += size
+			dst = append(dst, s[k:k+size]...)
 			r = k + size
 		}
 	}
+}
+
+// appendRun appends s[r:k] to dst, where k is the index of the next stop (see nextStop), and
+// returns k. The short runs between the escapes of an escaped document take one or two word
+// loads and stores: the words are stored whole into dst's spare capacity, past what is appended
+// (bytes no value holds: values end at len(dst)).
+func appendRun(dst []byte, s string, r int) ([]byte, int) {
+	if r+16 <= len(s) {
+		dst = slices.Grow(dst, 16)
+		w := len(dst)
+		buf := dst[w : w+16]
+		x := load64(s, r)
+		binary.LittleEndian.PutUint64(buf, x)
+		if m := stops(x); m != 0 {
+			k := bits.TrailingZeros64(m) >> 3
+			return dst[:w+k], r + k
+		}
+		y := load64(s, r+8)
+		binary.LittleEndian.PutUint64(buf[8:], y)
+		if m := stops(y); m != 0 {
+			k := 8 + bits.TrailingZeros64(m)>>3
+			return dst[:w+k], r + k
+		}
+		dst, r = dst[:w+16], r+16
+	}
+	k := nextStop(s, r)
+	return append(dst, s[r:k]...), k
 }
 
 // unescape maps the character after a backslash of a two-byte escape to its value.

@@ -35,7 +35,7 @@ func FuzzSkipValue(f *testing.F) {
 	})
 }
 
-// FuzzString checks String, SkipString, Unquote and DecodeInPlace against encoding/json on a
+// FuzzString checks String, SkipString, Unquote and AppendDecoded against encoding/json on a
 // JSON string followed by more input.
 func FuzzString(f *testing.F) {
 	for _, s := range valueSeeds {
@@ -50,10 +50,13 @@ func FuzzString(f *testing.F) {
 		if (err == nil) != (skipErr == nil) || (err == nil && skipEnd != end) {
 			t.Fatalf("String(%q) = %d, %v; SkipString = %d, %v", s, end, err, skipEnd, skipErr)
 		}
-		buf := []byte(s)
-		n, inEnd, ok, inErr := DecodeInPlace(buf, s, 0)
-		if (err == nil && inErr != nil) || (err != nil && inErr == nil && ok) {
-			t.Fatalf("DecodeInPlace(%q): %v; String: %v", s, inErr, err)
+		prefix := []byte("kept")
+		appended, appEnd, appOK, appErr := AppendDecoded(prefix, s, 0)
+		if (err == nil && appErr != nil) || (err != nil && appErr == nil && appOK) {
+			t.Fatalf("AppendDecoded(%q): %v; String: %v", s, appErr, err)
+		}
+		if string(appended[:4]) != "kept" || (!appOK && len(appended) != 4) {
+			t.Fatalf("AppendDecoded(%q) = %q, ok %v: changed what dst held, or kept a partial value", s, appended, appOK)
 		}
 		if err != nil {
 			// The string part is invalid: encoding/json rejects it too.
@@ -75,12 +78,12 @@ func FuzzString(f *testing.F) {
 		if got != want {
 			t.Fatalf("value of %q = %q, want %q", s[:end], got, want)
 		}
-		if ok {
-			if inEnd != end || string(buf[1:1+n]) != want || string(buf[end-1:]) != s[end-1:] {
-				t.Fatalf("DecodeInPlace(%q) = %q, end %d; want %q, end %d, the rest unchanged", s, buf[1:1+n], inEnd, want, end)
+		if appOK {
+			if appEnd != end || string(appended[4:]) != want {
+				t.Fatalf("AppendDecoded(%q) = %q, end %d; want %q, end %d", s, appended[4:], appEnd, want, end)
 			}
 		} else if !strings.ContainsRune(want, '\uFFFD') {
-			t.Fatalf("DecodeInPlace(%q) gave up on a string without invalid UTF-8", s)
+			t.Fatalf("AppendDecoded(%q) gave up on a string without invalid UTF-8", s)
 		}
 	})
 }

@@ -118,3 +118,23 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeSegments measures DecodeSegments split over 1 (Decode), 2 and 4 goroutines.
+func BenchmarkDecodeSegments(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		payload := lambdaEvent(n, eventOptions{})
+		for _, parts := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("records=%d/parts=%d", n, parts), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(payload)))
+				for b.Loop() {
+					segs, err := DecodeSegments(payload, parts)
+					if err != nil || len(segs) != min(parts, len(payload)/MinSegmentBytes) && parts <= len(payload)/MinSegmentBytes {
+						b.Fatal(len(segs), err)
+					}
+				}
+				reportPerRecord(b, n)
+			})
+		}
+	}
+}

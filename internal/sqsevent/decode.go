@@ -13,11 +13,13 @@ const MaxBatch = 10000
 
 // Decode reads Lambda's SQS event payload ({"Records":[…]}) into records.
 //
-// It allocates per batch, not per field: one copy of payload (so payload may be reused once
-// Decode returns), in which the strings that hold escapes (bodies, mostly) are unescaped in
-// place, and the []Record. The records' strings alias that copy, which is never reused: they
-// stay valid as long as any record is reachable (and keep the whole payload alive that long).
-// messageAttributes is kept undecoded in [Record.RawMessageAttributes].
+// It allocates per batch, not per field: the values it keeps are copied (unescaped in the same
+// pass) into a few blocks of memory that are never reused, so payload may be reused once Decode
+// returns; keys and the fields the worker does not keep (eventSource, md5OfMessageAttributes)
+// are not copied, and a value equal to the previous record's (eventSourceARN, awsRegion,
+// SenderId) is shared. The records' strings stay valid as long as any record is reachable (and
+// keep their blocks alive that long). messageAttributes is kept undecoded in
+// [Record.RawMessageAttributes].
 //
 // Decode accepts what encoding/json accepts into events.SQSEvent, with the same results
 // (FromEvent of it), except that:
@@ -33,10 +35,7 @@ const MaxBatch = 10000
 // the message attributes. A malformed payload gives an error, wrapping a *[jsonscan.Error], that
 // says at which byte offset what is wrong.
 func Decode(payload []byte) ([]Record, error) {
-	// The scan reads payload (the caller does not change it during the call); the strings are
-	// taken from buf, a copy where escaped strings are unescaped in place.
-	buf := append([]byte(nil), payload...) // unlike make, does not zero the memory first
-	d := decoder{s: bytesString(payload), buf: buf}
+	d := newDecoder(payload)
 	recs, err := d.event()
 	if err != nil {
 		return nil, fmt.Errorf("sqsevent: decode: %w", err)
@@ -45,12 +44,28 @@ func Decode(payload []byte) ([]Record, error) {
 }
 
 type decoder struct {
-	// s is the payload being read.
+	// s is the payload being read (never written).
 	s string
-	// buf is the copy of s the records' strings alias. The bytes of an escaped string are
-	// overwritten by its value (never longer than the escaped form, unless the input holds
-	// invalid UTF-8), and nothing else is ever written.
-	buf []byte
+	// arena is the block the kept values are appended to.
+	arena []byte
+	// The last value of the fields that are usually the same in every record of a batch, when
+	// it can be shared (see same).
+	arn, region, sender string
+}
+
+// Blocks: a new one is sized for the values of the rest of the payload (about 5/8 of it: the
+// receipt handle and the body are most of a record), at most maxBlock; the current one is left
+// once less than minFree is free in it.
+const (
+	minBlock = 4 << 10
+	maxBlock = 256 << 10
+	minFree  = 2 << 10
+)
+
+func newDecoder(payload []byte) decoder {
+	d := decoder{s: bytesString(payload)}
+	d.reserve(0)
+	return d
 }
 
 func bytesString(b []byte) string {
@@ -60,22 +75,59 @@ func bytesString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// str reads the string at s[i] and returns its value and the index after it. The value is
-// unescaped over the string's own bytes in buf.
+// reserve starts a new block when the current one is nearly full. A value longer than the room
+// left grows the block by append.
+func (d *decoder) reserve(i int) {
+	if cap(d.arena)-len(d.arena) < minFree {
+		d.arena = make([]byte, 0, min(max((len(d.s)-i)*5/8, minBlock), maxBlock))
+	}
+}
+
+// str reads the string at s[i] and returns its value, copied into the arena, and the index after
+// it.
 func (d *decoder) str(i int) (string, int, error) {
-	n, end, ok, err := jsonscan.DecodeInPlace(d.buf, d.s, i)
+	d.reserve(i)
+	start := len(d.arena)
+	out, end, ok, err := jsonscan.AppendDecoded(d.arena, d.s, i)
 	if err != nil {
 		return "", 0, err
 	}
-	if ok {
-		return bytesString(d.buf[i+1 : i+1+n]), end, nil
+	if !ok {
+		// Invalid UTF-8, which becomes U+FFFD as in encoding/json.
+		if end, _, err = jsonscan.String(d.s, i); err != nil {
+			return "", 0, err
+		}
+		out = jsonscan.Unquote(d.arena, d.s[i+1:end-1])
 	}
-	// Invalid UTF-8, which becomes the longer U+FFFD: when the value does not fit, append
-	// moves it to new memory.
-	if end, _, err = jsonscan.String(d.s, i); err != nil {
-		return "", 0, err
+	d.arena = out
+	return bytesString(out[start:]), end, nil
+}
+
+// keep copies raw into the arena.
+func (d *decoder) keep(i int, raw string) string {
+	d.reserve(i)
+	start := len(d.arena)
+	d.arena = append(d.arena, raw...)
+	return bytesString(d.arena[start:])
+}
+
+// same reports whether the string at s[i] is exactly the value prev (shareable: printable ASCII
+// without quotes or backslashes, so that its JSON form is itself) and returns the index after it.
+func (d *decoder) same(i int, prev string) (int, bool) {
+	if prev == "" || d.s[i] != '"' || !keyAt(d.s, i, prev) {
+		return 0, false
 	}
-	return bytesString(jsonscan.Unquote(d.buf[i+1:i+1:end-1], d.s[i+1:end-1])), end, nil
+	return i + len(prev) + 2, true
+}
+
+// shareable reports whether v can be matched by same: printable ASCII, no '"' or '\\'.
+func shareable(v string) bool {
+	for k := 0; k < len(v); k++ {
+		if c := v[k]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) event() ([]Record, error) {
@@ -209,6 +261,13 @@ func (d *decoder) records(i int) ([]Record, int, error) {
 	if i < len(s) && s[i] == ']' {
 		return nil, i + 1, nil
 	}
+	return d.elements(i, true)
+}
+
+// elements reads the records from s[i] on, separated by commas: up to and including the closing
+// ']' of Records when bracketed, else up to the end of s (a segment of [DecodeSegments]).
+func (d *decoder) elements(i int, bracketed bool) ([]Record, int, error) {
+	s := d.s
 	var recs []Record
 	for n := 0; ; n++ {
 		start := i
@@ -236,8 +295,12 @@ func (d *decoder) records(i int) ([]Record, int, error) {
 				i = jsonscan.SkipSpace(s, i+1)
 				continue
 			case ']':
-				return recs, i + 1, nil
+				if bracketed {
+					return recs, i + 1, nil
+				}
 			}
+		} else if !bracketed {
+			return recs, i, nil
 		}
 		return nil, 0, jsonscan.Unexpected(s, i, "after array element")
 	}
@@ -259,7 +322,6 @@ func (d *decoder) record(i int, r *Record) (int, error) {
 		}
 		return 0, jsonscan.Errorf(i, "a record is %s, want an object", jsonscan.Kind(s[i]))
 	}
-	var discard string
 	return d.object(i, recordKeys, func(key string, i int) (int, error) {
 		var dst *string
 		switch key {
@@ -272,11 +334,11 @@ func (d *decoder) record(i int, r *Record) (int, error) {
 		case "md5OfBody":
 			dst = &r.MD5OfBody
 		case "eventSourceARN":
-			dst = &r.EventSourceARN
+			return d.sharedField("", key, i, &r.EventSourceARN, &d.arn)
 		case "awsRegion":
-			dst = &r.AWSRegion
+			return d.sharedField("", key, i, &r.AWSRegion, &d.region)
 		case "eventSource", "md5OfMessageAttributes":
-			dst = &discard
+			return d.skipStringField("", key, i)
 		case "attributes":
 			return d.attributes(i, r)
 		case "messageAttributes":
@@ -286,6 +348,31 @@ func (d *decoder) record(i int, r *Record) (int, error) {
 		}
 		return d.stringField("", key, i, dst)
 	})
+}
+
+// sharedField is stringField for a field that is usually the same in every record: a value equal
+// to *prev is not copied again, and a new shareable value becomes *prev.
+func (d *decoder) sharedField(prefix, name string, i int, dst, prev *string) (int, error) {
+	if end, ok := d.same(i, *prev); ok {
+		*dst = *prev
+		return end, nil
+	}
+	end, err := d.stringField(prefix, name, i, dst)
+	if err == nil && d.s[i] == '"' && shareable(*dst) {
+		*prev = *dst
+	}
+	return end, err
+}
+
+// skipStringField checks the string or null at s[i] for a field that is not kept.
+func (d *decoder) skipStringField(prefix, name string, i int) (int, error) {
+	switch d.s[i] {
+	case '"':
+		return jsonscan.SkipString(d.s, i)
+	case 'n':
+		return jsonscan.Literal(d.s, i, "null")
+	}
+	return 0, d.typeError(prefix+name, i, "a string")
 }
 
 // stringField reads the string or null at s[i] into *dst (null leaves it unchanged). prefix+name
@@ -328,6 +415,9 @@ func (d *decoder) attributes(i int, r *Record) (int, error) {
 		return 0, d.typeError("attributes", i, "an object")
 	}
 	return d.object(i, attributeKeys, func(key string, i int) (int, error) {
+		if key == "SenderId" {
+			return d.sharedField("attributes.", key, i, &r.SenderID, &d.sender)
+		}
 		var value string
 		end, err := d.stringField("attributes.", key, i, &value)
 		if err != nil {
@@ -354,7 +444,12 @@ func (d *decoder) messageAttributes(i int, r *Record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r.RawMessageAttributes = mergeObjects(r.RawMessageAttributes, bytesString(d.buf[i:end]))
+	raw := s[i:end]
+	if raw == "{}" {
+		r.RawMessageAttributes = mergeObjects(r.RawMessageAttributes, "{}")
+	} else {
+		r.RawMessageAttributes = mergeObjects(r.RawMessageAttributes, d.keep(i, raw))
+	}
 	return end, nil
 }
 

@@ -42,6 +42,8 @@ func seedEvents() [][]byte {
 		[]byte(`{"Records":[{"attributes":{"SenderId":"a","SenderId":"b","ApproximateReceiveCount":"x"},"attributes":{"MessageGroupId":"g"}}]}`),
 		[]byte(`{"Records":[{"body":"a","Body":"b","BODY":5}],"records":[]}`),
 		[]byte(`{"Records":[],"Records":[{}]}`),
+		[]byte(`{"Records":[{"eventSourceARN":"a","awsRegion":"r","attributes":{"SenderId":"s"}},{"eventSourceARN":null,"awsRegion":"r\u0072","attributes":{"SenderId":"s"}},{"eventSourceARN":"a","awsRegion":"rr","attributes":{"SenderId":"s\""}}]}`),
+		[]byte(`{"Records":[{"eventSourceARN":"a"},{"eventSourceARN":"a"},{"eventSourceARN":5}]}`),
 		[]byte(`null`),
 		[]byte(` { "Records" : [ { "body" : "x" } ] } `),
 		[]byte(`{"Records":[{"body":"x"}]} trailing`),

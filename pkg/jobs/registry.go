@@ -3,8 +3,10 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,13 +57,24 @@ func (k *Kind) Run(ctx context.Context, info *Info) error { return k.run(ctx, in
 
 // Registry maps kinds to workers. Register every kind before the first job is handled; after
 // that, a Registry is safe for concurrent use.
+//
+// Lookups take no lock: the kinds are an immutable map that Register replaces with a copy (a
+// lock's reader count, shared by every goroutine preparing jobs, costs more than the lookup).
 type Registry struct {
-	mu    sync.RWMutex
-	kinds map[string]*Kind
+	mu    sync.Mutex                       // serializes Register
+	kinds atomic.Pointer[map[string]*Kind] // never changed once stored
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{kinds: make(map[string]*Kind)} }
+// NewRegistry returns an empty registry (as is the zero Registry).
+func NewRegistry() *Registry { return &Registry{} }
+
+// snapshot returns the current kinds (nil when none is registered).
+func (r *Registry) snapshot() map[string]*Kind {
+	if m := r.kinds.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
 
 // Register adds a worker for the kind of T (read from T's zero value). It fails when the kind is
 // invalid, already registered, or an option is out of range.
@@ -99,13 +112,14 @@ func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
 	}}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.kinds == nil {
-		r.kinds = make(map[string]*Kind)
-	}
-	if _, dup := r.kinds[name]; dup {
+	old := r.snapshot()
+	if _, dup := old[name]; dup {
 		return fmt.Errorf("jobs: kind %s is already registered", name)
 	}
-	r.kinds[name] = k
+	kinds := make(map[string]*Kind, len(old)+1)
+	maps.Copy(kinds, old)
+	kinds[name] = k
+	r.kinds.Store(&kinds)
 	return nil
 }
 
@@ -118,18 +132,15 @@ func MustRegister[T Args](r *Registry, w Worker[T], opts ...Option) {
 
 // Lookup returns the registered kind.
 func (r *Registry) Lookup(kind string) (*Kind, bool) {
-	r.mu.RLock()
-	k, ok := r.kinds[kind]
-	r.mu.RUnlock()
+	k, ok := r.snapshot()[kind]
 	return k, ok
 }
 
 // Kinds returns the registered kinds, sorted.
 func (r *Registry) Kinds() []*Kind {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]*Kind, 0, len(r.kinds))
-	for _, k := range r.kinds {
+	kinds := r.snapshot()
+	out := make([]*Kind, 0, len(kinds))
+	for _, k := range kinds {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })

@@ -87,28 +87,31 @@ type batch struct {
 	sendCtx context.Context
 }
 
-// handle runs a batch and returns the message ids to report as failed.
-func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
-	if len(recs) == 0 {
+// handle runs a batch, its records given as consecutive segments, and returns the message ids
+// to report as failed.
+func (h *Handler) handle(ctx context.Context, segs [][]sqsevent.Record) []string {
+	n := 0
+	for _, seg := range segs {
+		n += len(seg)
+	}
+	if n == 0 {
 		return nil
 	}
-	b := &batch{h: h, items: make([]item, len(recs)), invoked: h.cfg.Now(), sourceARN: recs[0].EventSourceARN}
+	b := &batch{h: h, items: make([]item, n), invoked: h.cfg.Now()}
+	k := 0
+	for _, seg := range segs {
+		for j := range seg {
+			b.items[k].rec = &seg[j]
+			k++
+		}
+	}
+	b.sourceARN = b.items[0].rec.EventSourceARN
 	// FIFO by the queue's name only: standard queues may carry message groups too (fair queues).
 	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo") || strings.HasSuffix(h.cfg.QueueURL, ".fifo")
-	for i := range recs {
-		b.items[i].rec = &recs[i]
-	}
 	if dl, ok := ctx.Deadline(); ok {
 		b.workEnd = dl.Add(-h.cfg.DeadlineMargin)
 	}
-	for i := range b.items {
-		it := &b.items[i]
-		b.prepare(ctx, it)
-		it.attempt0 = it.info.Attempt
-		if it.prepared && !b.fifo {
-			it.state.Store(stateDone) // settled in bulk; FIFO groups settle them in order
-		}
-	}
+	b.prepareAll(ctx)
 	b.sendCtx = ctx
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -117,6 +120,39 @@ func (h *Handler) handle(ctx context.Context, recs []sqsevent.Record) []string {
 	}
 	b.run(ctx)
 	return b.settle(ctx)
+}
+
+// minPrepareShare is the fewest items prepareAll gives a goroutine of its own.
+const minPrepareShare = 256
+
+// prepareAll prepares every item: on up to GOMAXPROCS goroutines for a large batch (items are
+// prepared independently of each other, before any job runs).
+func (b *batch) prepareAll(ctx context.Context) {
+	prepareRange := func(items []item) {
+		for i := range items {
+			it := &items[i]
+			b.prepare(ctx, it)
+			it.attempt0 = it.info.Attempt
+			if it.prepared && !b.fifo {
+				it.state.Store(stateDone) // settled in bulk; FIFO groups settle them in order
+			}
+		}
+	}
+	parts := min(runtime.GOMAXPROCS(0), len(b.items)/minPrepareShare)
+	if parts < 2 {
+		prepareRange(b.items)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prepareRange(b.items[p*len(b.items)/parts : (p+1)*len(b.items)/parts])
+		}()
+	}
+	prepareRange(b.items[(parts-1)*len(b.items)/parts:])
+	wg.Wait()
 }
 
 // prepare fills the job's info from the message and decodes the envelope. Messages that cannot

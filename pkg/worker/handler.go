@@ -8,6 +8,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -53,7 +54,7 @@ type deadRecorder struct {
 // nothing could be judged; job failures are item failures.
 func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	recs := sqsevent.FromEvent(ev, make([]sqsevent.Record, 0, len(ev.Records)))
-	failed := h.handle(ctx, recs)
+	failed := h.handle(ctx, [][]sqsevent.Record{recs})
 	resp := events.SQSEventResponse{BatchItemFailures: make([]events.SQSBatchItemFailure, 0, len(failed))}
 	for _, id := range failed {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
@@ -62,13 +63,14 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 }
 
 // Invoke implements aws-lambda-go's lambda.Handler: it decodes the SQS event payload directly
-// (no reflection) and returns the partial batch response as JSON.
+// (no reflection) and returns the partial batch response as JSON. A large batch (from 256 KB of
+// payload) is decoded and prepared on up to GOMAXPROCS goroutines.
 func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	recs, err := sqsevent.Decode(payload)
+	segs, err := sqsevent.DecodeSegments(payload, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, fmt.Errorf("worker: decode SQS event: %w", err)
 	}
-	failed := h.handle(ctx, recs)
+	failed := h.handle(ctx, segs)
 	return appendResponse(make([]byte, 0, 24+len(failed)*(len(`{"itemIdentifier":""},`)+36)), failed), nil
 }
 
