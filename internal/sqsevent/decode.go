@@ -2,6 +2,7 @@ package sqsevent
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/sqsworker/sqsworker/internal/jsonscan"
@@ -51,6 +52,8 @@ type decoder struct {
 	// The last value of the fields that are usually the same in every record of a batch, when
 	// it can be shared (see same).
 	arn, region, sender string
+	// scratch holds the last key that was not matched as written (see object).
+	scratch []byte
 }
 
 // Blocks: a new one is sized for the values of the rest of the payload (about 5/8 of it: the
@@ -153,8 +156,8 @@ func (d *decoder) event() ([]Record, error) {
 	}
 	var recs []Record
 	seen := false
-	i, err := d.object(i, eventKeys, func(key string, i int) (int, error) {
-		if key != "Records" {
+	i, err := d.object(i, eventKeys, func(key, i int) (int, error) {
+		if key != 0 {
 			return jsonscan.SkipValue(s, i, 1)
 		}
 		if seen {
@@ -171,11 +174,12 @@ func (d *decoder) event() ([]Record, error) {
 	return recs, jsonscan.End(s, i)
 }
 
-// object reads the object at s[i] == '{', calling field for each key with the index of its value
-// (whitespace skipped); field returns the index after the value. It returns the index after '}'.
-// expected lists the keys in the order Lambda writes them: a key that is the next one expected
-// is matched without a scan.
-func (d *decoder) object(i int, expected []string, field func(key string, i int) (int, error)) (int, error) {
+// object reads the object at s[i] == '{', calling field for each key with the key's index in
+// expected (-1 for a key not in it, which field skips) and the index of its value (whitespace
+// skipped); field returns the index after the value. It returns the index after '}'. expected
+// lists the keys in the order Lambda writes them: a key that is the next one expected is matched
+// without a scan.
+func (d *decoder) object(i int, expected []string, field func(k, i int) (int, error)) (int, error) {
 	s := d.s
 	i = jsonscan.SkipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
@@ -186,21 +190,23 @@ func (d *decoder) object(i int, expected []string, field func(key string, i int)
 		if i >= len(s) || s[i] != '"' {
 			return 0, jsonscan.Unexpected(s, i, "looking for beginning of object key string")
 		}
-		key, end := "", 0
+		key, end := -1, 0
 		for k := range expected {
 			if k += next; k >= len(expected) {
 				k -= len(expected)
 			}
 			if keyAt(s, i, expected[k]) {
-				key, end, next = expected[k], i+len(expected[k])+2, k+1
+				key, end, next = k, i+len(expected[k])+2, k+1
 				break
 			}
 		}
 		if end == 0 {
+			// Not a key as Lambda writes it: decode it (escapes) and look it up.
 			var err error
-			if key, end, err = d.str(i); err != nil {
+			if end, err = d.keyName(i); err != nil {
 				return 0, err
 			}
+			key = slices.Index(expected, bytesString(d.scratch))
 		}
 		var err error
 		i = jsonscan.SkipSpace(s, end)
@@ -228,18 +234,65 @@ func (d *decoder) object(i int, expected []string, field func(key string, i int)
 	}
 }
 
+// keyName decodes the key at s[i] into d.scratch and returns the index after it.
+func (d *decoder) keyName(i int) (int, error) {
+	out, end, ok, err := jsonscan.AppendDecoded(d.scratch[:0], d.s, i)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		if end, _, err = jsonscan.String(d.s, i); err != nil {
+			return 0, err
+		}
+		out = jsonscan.Unquote(d.scratch[:0], d.s[i+1:end-1])
+	}
+	d.scratch = out
+	return end, nil
+}
+
 // keyAt reports whether the key at s[i] is exactly "key" (so without escapes).
 func keyAt(s string, i int, key string) bool {
 	end := i + 1 + len(key)
 	return end < len(s) && s[end] == '"' && s[i+1:end] == key
 }
 
-// recordKeys and attributeKeys are the keys in the order Lambda writes them.
+// The keys of a record, of its system attributes and of the event, in the order Lambda writes
+// them, and their indexes.
+const (
+	rkMessageID = iota
+	rkReceiptHandle
+	rkBody
+	rkAttributes
+	rkMessageAttributes
+	rkMD5OfMessageAttributes
+	rkMD5OfBody
+	rkEventSource
+	rkEventSourceARN
+	rkAWSRegion
+)
+
+const (
+	akApproximateReceiveCount = iota
+	akSentTimestamp
+	akSequenceNumber
+	akMessageGroupID
+	akSenderID
+	akMessageDeduplicationID
+	akApproximateFirstReceiveTimestamp
+	akAWSTraceHeader
+	akDeadLetterQueueSourceArn
+)
+
 var (
-	recordKeys = []string{"messageId", "receiptHandle", "body", "attributes", "messageAttributes",
-		"md5OfMessageAttributes", "md5OfBody", "eventSource", "eventSourceARN", "awsRegion"}
-	attributeKeys = []string{"ApproximateReceiveCount", "SentTimestamp", "SequenceNumber", "MessageGroupId",
-		"SenderId", "MessageDeduplicationId", "ApproximateFirstReceiveTimestamp", "AWSTraceHeader"}
+	recordKeys = []string{rkMessageID: "messageId", rkReceiptHandle: "receiptHandle", rkBody: "body",
+		rkAttributes: "attributes", rkMessageAttributes: "messageAttributes",
+		rkMD5OfMessageAttributes: "md5OfMessageAttributes", rkMD5OfBody: "md5OfBody",
+		rkEventSource: "eventSource", rkEventSourceARN: "eventSourceARN", rkAWSRegion: "awsRegion"}
+	attributeKeys = []string{akApproximateReceiveCount: "ApproximateReceiveCount", akSentTimestamp: "SentTimestamp",
+		akSequenceNumber: "SequenceNumber", akMessageGroupID: "MessageGroupId", akSenderID: "SenderId",
+		akMessageDeduplicationID:           "MessageDeduplicationId",
+		akApproximateFirstReceiveTimestamp: "ApproximateFirstReceiveTimestamp", akAWSTraceHeader: "AWSTraceHeader",
+		akDeadLetterQueueSourceArn: "DeadLetterQueueSourceArn"}
 	eventKeys = []string{"Records"}
 )
 
@@ -322,31 +375,31 @@ func (d *decoder) record(i int, r *Record) (int, error) {
 		}
 		return 0, jsonscan.Errorf(i, "a record is %s, want an object", jsonscan.Kind(s[i]))
 	}
-	return d.object(i, recordKeys, func(key string, i int) (int, error) {
+	return d.object(i, recordKeys, func(key, i int) (int, error) {
 		var dst *string
 		switch key {
-		case "messageId":
+		case rkMessageID:
 			dst = &r.MessageID
-		case "receiptHandle":
+		case rkReceiptHandle:
 			dst = &r.ReceiptHandle
-		case "body":
+		case rkBody:
 			dst = &r.Body
-		case "md5OfBody":
+		case rkMD5OfBody:
 			dst = &r.MD5OfBody
-		case "eventSourceARN":
-			return d.sharedField("", key, i, &r.EventSourceARN, &d.arn)
-		case "awsRegion":
-			return d.sharedField("", key, i, &r.AWSRegion, &d.region)
-		case "eventSource", "md5OfMessageAttributes":
-			return d.skipStringField("", key, i)
-		case "attributes":
+		case rkEventSourceARN:
+			return d.sharedField("", "eventSourceARN", i, &r.EventSourceARN, &d.arn)
+		case rkAWSRegion:
+			return d.sharedField("", "awsRegion", i, &r.AWSRegion, &d.region)
+		case rkEventSource, rkMD5OfMessageAttributes:
+			return d.skipStringField("", recordKeys[key], i)
+		case rkAttributes:
 			return d.attributes(i, r)
-		case "messageAttributes":
+		case rkMessageAttributes:
 			return d.messageAttributes(i, r)
 		default:
 			return jsonscan.SkipValue(s, i, 3)
 		}
-		return d.stringField("", key, i, dst)
+		return d.stringField("", recordKeys[key], i, dst)
 	})
 }
 
@@ -414,16 +467,20 @@ func (d *decoder) attributes(i int, r *Record) (int, error) {
 	default:
 		return 0, d.typeError("attributes", i, "an object")
 	}
-	return d.object(i, attributeKeys, func(key string, i int) (int, error) {
-		if key == "SenderId" {
-			return d.sharedField("attributes.", key, i, &r.SenderID, &d.sender)
+	return d.object(i, attributeKeys, func(key, i int) (int, error) {
+		switch key {
+		case -1:
+			// Not one Lambda sends today: still a string (or null), as encoding/json's map wants.
+			return d.skipStringField("attributes.", string(d.scratch), i)
+		case akSenderID:
+			return d.sharedField("attributes.", "SenderId", i, &r.SenderID, &d.sender)
 		}
 		var value string
-		end, err := d.stringField("attributes.", key, i, &value)
+		end, err := d.stringField("attributes.", attributeKeys[key], i, &value)
 		if err != nil {
 			return 0, err
 		}
-		r.setAttribute(key, value)
+		r.setAttributeAt(key, value)
 		return end, nil
 	})
 }

@@ -4,6 +4,7 @@ package sqsevent
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -73,24 +74,31 @@ func FromEvent(ev events.SQSEvent, dst []Record) []Record {
 
 // setAttribute stores one system attribute. Unknown names are ignored.
 func (r *Record) setAttribute(name, value string) {
-	switch name {
-	case "ApproximateReceiveCount":
+	if k := slices.Index(attributeKeys, name); k >= 0 {
+		r.setAttributeAt(k, value)
+	}
+}
+
+// setAttributeAt stores the system attribute attributeKeys[k].
+func (r *Record) setAttributeAt(k int, value string) {
+	switch k {
+	case akApproximateReceiveCount:
 		r.ApproximateReceiveCount = int(parseInt(value))
-	case "SentTimestamp":
+	case akSentTimestamp:
 		r.SentTimestamp = parseInt(value)
-	case "ApproximateFirstReceiveTimestamp":
+	case akApproximateFirstReceiveTimestamp:
 		r.ApproximateFirstReceiveTimestamp = parseInt(value)
-	case "SenderId":
+	case akSenderID:
 		r.SenderID = value
-	case "MessageGroupId":
+	case akMessageGroupID:
 		r.MessageGroupID = value
-	case "MessageDeduplicationId":
+	case akMessageDeduplicationID:
 		r.MessageDeduplicationID = value
-	case "SequenceNumber":
+	case akSequenceNumber:
 		r.SequenceNumber = value
-	case "AWSTraceHeader":
+	case akAWSTraceHeader:
 		r.AWSTraceHeader = value
-	case "DeadLetterQueueSourceArn":
+	case akDeadLetterQueueSourceArn:
 		r.DeadLetterQueueSourceARN = value
 	}
 }
