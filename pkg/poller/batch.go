@@ -37,14 +37,18 @@ type batch struct {
 	p *Poller
 
 	mu       sync.Mutex
-	msgs     []*inflight
+	msgs     []inflight
 	bytes    int
 	deadline time.Time // the handler's deadline, after which the heartbeat stops; zero: none
 
-	hbStop chan struct{}
-	hbDone chan struct{}
+	// The heartbeat: a timer that extends the messages' visibility every visibility/3 (started
+	// with the first messages), whether stopHeartbeat was called, and the cancel of the context
+	// of an extension in flight (all under mu).
+	hbTimer  *time.Timer
+	hbOff    bool
+	hbCancel context.CancelFunc
 	// extending is held by extend for the whole of one heartbeat, AWS calls included, so that
-	// Stop can wait for an extension in flight.
+	// Stop and stopHeartbeat can wait for an extension in flight.
 	extending sync.Mutex
 }
 
@@ -55,8 +59,8 @@ var _ heartbeat.Stopper = (*batch)(nil)
 // extension that may include them has finished, so that the handler's change comes last.
 func (b *batch) Stop(receiptHandles []string) {
 	b.mu.Lock()
-	for _, m := range b.msgs {
-		if !m.settled && slices.Contains(receiptHandles, aws.ToString(m.msg.ReceiptHandle)) {
+	for i := range b.msgs {
+		if m := &b.msgs[i]; !m.settled && slices.Contains(receiptHandles, aws.ToString(m.msg.ReceiptHandle)) {
 			m.settled = true
 		}
 	}
@@ -67,55 +71,57 @@ func (b *batch) Stop(receiptHandles []string) {
 
 }
 
-func (p *Poller) newBatch() *batch { return &batch{p: p} }
+func (p *Poller) newBatch() *batch {
+	return &batch{p: p, msgs: make([]inflight, 0, p.cfg.BatchSize)}
+}
 
 // add appends received messages and starts the heartbeat with the first ones.
 func (b *batch) add(msgs []sqstypes.Message, receivedAt time.Time) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, m := range msgs {
-		b.msgs = append(b.msgs, &inflight{msg: m, receivedAt: receivedAt})
+		b.msgs = append(b.msgs, inflight{msg: m, receivedAt: receivedAt})
 		b.bytes += len(aws.ToString(m.Body))
 	}
-	b.mu.Unlock()
-	if b.hbStop == nil && !b.p.cfg.DisableHeartbeat {
-		b.hbStop, b.hbDone = make(chan struct{}), make(chan struct{})
-		go b.heartbeat()
+	if b.hbTimer == nil && !b.p.cfg.DisableHeartbeat {
+		b.hbTimer = time.AfterFunc(b.p.visibility/3, b.beat)
 	}
 }
 
-// stopHeartbeat stops the heartbeat and waits until no extension is in progress.
-func (b *batch) stopHeartbeat() {
-	if b.hbStop != nil {
-		close(b.hbStop)
-		<-b.hbDone
+// beat is one tick of the heartbeat (on the timer's goroutine): an extension, then the next tick.
+func (b *batch) beat() {
+	b.mu.Lock()
+	if b.hbOff {
+		b.mu.Unlock()
+		return
 	}
-}
-
-// heartbeat extends the visibility of the batch's messages every visibility/3 until stopped or
-// past the handler's deadline.
-func (b *batch) heartbeat() {
-	defer close(b.hbDone)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-b.hbStop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	t := time.NewTicker(b.p.visibility / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.hbStop:
-			return
-		case <-t.C:
-			if !b.extend(ctx) {
-				return
-			}
-		}
+	b.hbCancel = cancel
+	b.mu.Unlock()
+	more := b.extend(ctx)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hbCancel = nil
+	if more && !b.hbOff {
+		b.hbTimer.Reset(b.p.visibility / 3)
 	}
+}
+
+// stopHeartbeat stops the heartbeat and waits until no extension is in progress (one in flight
+// is cancelled).
+func (b *batch) stopHeartbeat() {
+	b.mu.Lock()
+	b.hbOff = true
+	if b.hbTimer != nil {
+		b.hbTimer.Stop()
+	}
+	if b.hbCancel != nil {
+		b.hbCancel()
+	}
+	b.mu.Unlock()
+	b.extending.Lock()
+	b.extending.Unlock()
 }
 
 // extension returns the visibility timeout a heartbeat sets on a message received elapsed ago: the
@@ -135,6 +141,10 @@ func (b *batch) extend(ctx context.Context) bool {
 	defer b.extending.Unlock()
 	now := b.p.now()
 	b.mu.Lock()
+	if b.hbOff {
+		b.mu.Unlock()
+		return false // stopped while this tick waited for the previous extension
+	}
 	if !b.deadline.IsZero() && !now.Before(b.deadline) {
 		b.mu.Unlock()
 		b.p.log.Warn("handler still running at its deadline: heartbeat stopped, its messages will be redelivered after their visibility timeout",
@@ -143,7 +153,8 @@ func (b *batch) extend(ctx context.Context) bool {
 	}
 	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
 	var targets []*inflight
-	for _, m := range b.msgs {
+	for i := range b.msgs {
+		m := &b.msgs[i]
 		if m.settled {
 			continue
 		}
@@ -168,11 +179,11 @@ func (b *batch) extend(ctx context.Context) bool {
 	for start := 0; start < len(entries); start += maxReceive {
 		chunk := entries[start:min(start+maxReceive, len(entries))]
 		for i := range chunk {
-			chunk[i].Id = aws.String(strconv.Itoa(start + i))
+			chunk[i].Id = entryID(start + i)
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := b.p.cfg.SQS.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{
-			QueueUrl: aws.String(b.p.cfg.QueueURL),
+			QueueUrl: b.p.queueURL,
 			Entries:  chunk,
 		}, keepConnection)
 		cancel()
@@ -216,68 +227,113 @@ func (p *Poller) process(runCtx context.Context, b *batch) {
 	if d, ok := hctx.Deadline(); ok {
 		b.deadline = d
 	}
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(b.msgs))}
-	for i, m := range b.msgs {
-		ev.Records[i] = toRecord(m.msg, p.queueARN, p.region)
+	msgs := make([]sqstypes.Message, len(b.msgs))
+	for i := range b.msgs {
+		msgs[i] = b.msgs[i].msg
 	}
 	b.mu.Unlock()
 
 	start := p.now()
-	resp, err := p.invoke(heartbeat.NewContext(hctx, b), ev)
+	failed, err := p.invoke(heartbeat.NewContext(hctx, b), msgs)
 	b.stopHeartbeat()
-	log := p.log.With(slog.Int("messages", len(ev.Records)), slog.Duration("duration", p.now().Sub(start)))
 	if err != nil {
-		log.Error("handler failed: the whole batch will be retried after its visibility timeout", slog.Any("error", err))
+		p.log.Error("handler failed: the whole batch will be retried after its visibility timeout", slog.Any("error", err),
+			slog.Int("messages", len(msgs)), slog.Duration("duration", p.now().Sub(start)))
 		return
 	}
-
-	failed, err := checkFailures(ev, resp)
-	if err != nil {
-		log.Error("invalid batch item failures: the whole batch will be retried after its visibility timeout", slog.Any("error", err))
-		return
-	}
-	var done []*inflight
-	for _, m := range b.msgs {
-		if _, ok := failed[aws.ToString(m.msg.MessageId)]; !ok {
+	done := make([]*inflight, 0, len(b.msgs))
+	for i := range b.msgs {
+		if m := &b.msgs[i]; !failed.has(aws.ToString(m.msg.MessageId)) {
 			done = append(done, m)
 		}
 	}
 	deleted := p.deleteMessages(base, done)
-	log.Debug("batch handled", slog.Int("failed", len(b.msgs)-len(done)), slog.Int("deleted", deleted))
+	if p.log.Enabled(base, slog.LevelDebug) {
+		p.log.Debug("batch handled", slog.Int("messages", len(msgs)), slog.Duration("duration", p.now().Sub(start)),
+			slog.Int("failed", len(b.msgs)-len(done)), slog.Int("deleted", deleted))
+	}
 }
 
-// invoke calls the handler, turning a panic into an error (with the stack logged).
-func (p *Poller) invoke(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+// failedSet is the message ids a handler reported failed (usually none).
+type failedSet map[string]struct{}
+
+func (f failedSet) has(id string) bool {
+	if len(f) == 0 {
+		return false
+	}
+	_, ok := f[id]
+	return ok
+}
+
+// invoke calls the handler, turning a panic into an error (with the stack logged), and returns
+// the messages it reported failed. A MessageHandler gets the messages as they are; any other
+// Handler the Lambda event built from them, and what it reports is checked as Lambda checks it.
+func (p *Poller) invoke(ctx context.Context, msgs []sqstypes.Message) (failed failedSet, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("poller: handler panicked: %v", r)
 		}
 	}()
-	return p.cfg.Handler.HandleSQS(ctx, ev)
+	if mh, ok := p.cfg.Handler.(MessageHandler); ok {
+		ids, err := mh.HandleMessages(ctx, p.queueARN, p.region, msgs)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		return checkFailures(msgs, ids)
+	}
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	for i := range msgs {
+		ev.Records[i] = toRecord(msgs[i], p.queueARN, p.region)
+	}
+	resp, err := p.cfg.Handler.HandleSQS(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.BatchItemFailures) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(resp.BatchItemFailures))
+	for i, f := range resp.BatchItemFailures {
+		ids[i] = f.ItemIdentifier
+	}
+	return checkFailures(msgs, ids)
 }
 
-// checkFailures returns the message ids reported failed, or an error when an itemIdentifier is
-// empty or names no message of the batch (which, as in Lambda, fails the whole batch).
-func checkFailures(ev events.SQSEvent, resp events.SQSEventResponse) (map[string]struct{}, error) {
-	failed := make(map[string]struct{}, len(resp.BatchItemFailures))
-	if len(resp.BatchItemFailures) == 0 {
-		return failed, nil
+// checkFailures returns the message ids reported failed, or an error when one is empty or names
+// no message of the batch (which, as in Lambda, fails the whole batch).
+func checkFailures(msgs []sqstypes.Message, ids []string) (failedSet, error) {
+	batch := make(map[string]struct{}, len(msgs))
+	for _, m := range msgs {
+		batch[aws.ToString(m.MessageId)] = struct{}{}
 	}
-	ids := make(map[string]struct{}, len(ev.Records))
-	for _, r := range ev.Records {
-		ids[r.MessageId] = struct{}{}
-	}
-	for _, f := range resp.BatchItemFailures {
-		if f.ItemIdentifier == "" {
+	failed := make(failedSet, len(ids))
+	for _, id := range ids {
+		if id == "" {
 			return nil, fmt.Errorf("poller: a batch item failure has an empty itemIdentifier")
 		}
-		if _, ok := ids[f.ItemIdentifier]; !ok {
-			return nil, fmt.Errorf("poller: batch item failure %q is not a message of the batch", f.ItemIdentifier)
+		if _, ok := batch[id]; !ok {
+			return nil, fmt.Errorf("poller: batch item failure %q is not a message of the batch", id)
 		}
-		failed[f.ItemIdentifier] = struct{}{}
+		failed[id] = struct{}{}
 	}
 	return failed, nil
+}
+
+// entryIDs are the Ids of the entries of a batch request (at most 10), shared by every request.
+var entryIDs = func() (ids [maxReceive]*string) {
+	for i := range ids {
+		ids[i] = aws.String(strconv.Itoa(i))
+	}
+	return ids
+}()
+
+// entryID returns the Id of entry i of a batch request.
+func entryID(i int) *string {
+	if i < len(entryIDs) {
+		return entryIDs[i]
+	}
+	return aws.String(strconv.Itoa(i))
 }
 
 // deleteMessages deletes msgs in batches of 10, retrying the entries SQS failed on its side, and
@@ -291,11 +347,11 @@ func (p *Poller) deleteMessages(ctx context.Context, msgs []*inflight) int {
 			chunk := msgs[start:min(start+maxReceive, len(msgs))]
 			entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
 			for i, m := range chunk {
-				entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.msg.ReceiptHandle}
+				entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: entryID(i), ReceiptHandle: m.msg.ReceiptHandle}
 			}
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			out, err := p.cfg.SQS.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{
-				QueueUrl: aws.String(p.cfg.QueueURL),
+				QueueUrl: p.queueURL,
 				Entries:  entries,
 			}, keepConnection)
 			cancel()

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/internal/sqsevent"
 )
 
 // eventSource is the eventSource of every record Lambda builds from SQS.
@@ -25,29 +27,12 @@ func toRecord(m sqstypes.Message, queueARN, region string) events.SQSMessage {
 		Md5OfBody:              aws.ToString(m.MD5OfBody),
 		Md5OfMessageAttributes: aws.ToString(m.MD5OfMessageAttributes),
 		Attributes:             make(map[string]string, len(m.Attributes)),
-		MessageAttributes:      make(map[string]events.SQSMessageAttribute, len(m.MessageAttributes)),
+		MessageAttributes:      sqsevent.MessageAttributes(m.MessageAttributes),
 		EventSourceARN:         queueARN,
 		EventSource:            eventSource,
 		AWSRegion:              region,
 	}
 	maps.Copy(rec.Attributes, m.Attributes)
-	for name, v := range m.MessageAttributes {
-		a := events.SQSMessageAttribute{
-			StringValue:      v.StringValue,
-			BinaryValue:      v.BinaryValue,
-			StringListValues: v.StringListValues,
-			BinaryListValues: v.BinaryListValues,
-			DataType:         aws.ToString(v.DataType),
-		}
-		// Lambda always sends both lists, empty when unused.
-		if a.StringListValues == nil {
-			a.StringListValues = []string{}
-		}
-		if a.BinaryListValues == nil {
-			a.BinaryListValues = [][]byte{}
-		}
-		rec.MessageAttributes[name] = a
-	}
 	// SQS returns the digest whenever a message has attributes, and Lambda passes it on; a backend
 	// that omits it (the embedded emulator does) gets it computed here, so handlers see the same.
 	if rec.Md5OfMessageAttributes == "" && len(m.MessageAttributes) > 0 {

@@ -532,3 +532,71 @@ func TestBodyNotMatchingItsMD5IsMadeVisibleAgain(t *testing.T) {
 		t.Errorf("visibility changes %+v, want one setting rh-damaged's visibility timeout to 0", f.changes)
 	}
 }
+
+// messageHandler is a poller.MessageHandler whose HandleSQS must not be called.
+type messageHandler struct {
+	t     *testing.T
+	calls chan []string // the message ids of each HandleMessages call
+	arn   chan string
+	fail  []string // the ids it reports failed
+}
+
+func (h *messageHandler) HandleSQS(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	h.t.Error("HandleSQS called on a MessageHandler")
+	return events.SQSEventResponse{}, nil
+}
+
+func (h *messageHandler) HandleMessages(_ context.Context, queueARN, region string, msgs []sqstypes.Message) ([]string, error) {
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, aws.ToString(m.MessageId))
+	}
+	h.arn <- queueARN + " " + region
+	h.calls <- ids
+	return h.fail, nil
+}
+
+// TestMessageHandler: a MessageHandler gets the messages without a Lambda event, with the queue's
+// ARN and region; what it reports failed is kept, and a failure that names no message of the
+// batch fails the whole batch, as with HandleSQS.
+func TestMessageHandler(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		fail    []string
+		deleted [][]string
+	}{
+		{"all succeeded", nil, [][]string{{"rh-a", "rh-b", "rh-c"}}},
+		{"one failed", []string{"b"}, [][]string{{"rh-a", "rh-c"}}},
+		{"an unknown id fails the batch", []string{"b", "zz"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake()
+			f.receives = append(f.receives, messages("a", "b", "c"))
+			h := &messageHandler{t: t, calls: make(chan []string, 1), arn: make(chan string, 1), fail: tc.fail}
+			p, err := poller.New(poller.Config{SQS: f, QueueURL: fakeURL, Logger: testLogger(t), Handler: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			if ids := recv(t, h.calls, "the handler"); !slices.Equal(ids, []string{"a", "b", "c"}) {
+				t.Errorf("handled %v", ids)
+			}
+			if got, want := recv(t, h.arn, "the queue"), "arn:aws:sqs:eu-west-3:123456789012:fake eu-west-3"; got != want {
+				t.Errorf("queue %q, want %q", got, want)
+			}
+			if tc.deleted != nil {
+				recv(t, f.deleteCall, "the delete")
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if !slices.EqualFunc(f.deleteLog, tc.deleted, slices.Equal) {
+				t.Errorf("deletes %v, want %v", f.deleteLog, tc.deleted)
+			}
+		})
+	}
+}

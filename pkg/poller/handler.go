@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // SQSAPI is the part of the SQS client (*sqs.Client) a Poller uses.
@@ -22,6 +23,17 @@ var _ SQSAPI = (*sqs.Client)(nil)
 // BatchItemFailures, or an error to retry the whole batch.
 type Handler interface {
 	HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+}
+
+// MessageHandler is a Handler that also takes a batch as ReceiveMessage returned it, without the
+// Lambda event: when the Poller's Handler is one, the poller calls HandleMessages instead of
+// HandleSQS, and skips building the event (worker.Handler is one). HandleMessages must judge the
+// batch as HandleSQS would judge the event built from it: queueARN and region are the event's
+// eventSourceARN and awsRegion, and it returns the ids of the messages to retry (what
+// BatchItemFailures would name), or an error to retry the whole batch.
+type MessageHandler interface {
+	Handler
+	HandleMessages(ctx context.Context, queueARN, region string, msgs []sqstypes.Message) (failedIDs []string, err error)
 }
 
 // HandlerFunc adapts a function to a Handler.

@@ -1,11 +1,16 @@
 package poller
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/internal/sqsevent"
 )
 
 func TestMD5OfMessageAttributes(t *testing.T) {
@@ -71,6 +76,71 @@ func TestExponentialBackoffIsBoundedAndNeverZero(t *testing.T) {
 			if d < step/2 || d > step {
 				t.Fatalf("attempt %d: backoff %v outside [%v, %v]", attempt, d, step/2, step)
 			}
+		}
+	}
+}
+
+// TestFromMessageMatchesTheEvent: the record a MessageHandler's worker builds from a message
+// (sqsevent.FromMessage) is the one it would build from the Lambda event the poller makes of it,
+// but for message attributes: nil, not an empty map, when there are none.
+func TestFromMessageMatchesTheEvent(t *testing.T) {
+	t.Parallel()
+	const arn, region = "arn:aws:sqs:eu-west-3:123456789012:jobs.fifo", "eu-west-3"
+	for _, tc := range []struct {
+		name string
+		msg  sqstypes.Message
+	}{
+		{"bare", sqstypes.Message{MessageId: aws.String("m-1")}},
+		{"standard", sqstypes.Message{
+			MessageId: aws.String("m-2"), ReceiptHandle: aws.String("rh-2"), Body: aws.String(`{"v":1}`),
+			MD5OfBody: aws.String("0123456789abcdef0123456789abcdef"),
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764583200000",
+				"ApproximateFirstReceiveTimestamp": "1764583200123", "SenderId": "AIDA", "AWSTraceHeader": "Root=1-x",
+				"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-3:123456789012:src", "SomethingNew": "x"},
+		}},
+		{"fifo with message attributes", sqstypes.Message{
+			MessageId: aws.String("m-3"), Body: aws.String("b"),
+			Attributes: map[string]string{"MessageGroupId": "g", "MessageDeduplicationId": "d", "SequenceNumber": "18"},
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				"s": {DataType: aws.String("String"), StringValue: aws.String("v")},
+				"b": {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1}},
+				"l": {DataType: aws.String("String"), StringListValues: []string{"x", "y"}},
+			},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			want := sqsevent.FromEvent(events.SQSEvent{Records: []events.SQSMessage{toRecord(tc.msg, arn, region)}}, nil)[0]
+			var got sqsevent.Record
+			sqsevent.FromMessage(&tc.msg, arn, region, &got)
+			if len(tc.msg.MessageAttributes) == 0 {
+				if got.Attrs != nil {
+					t.Errorf("message attributes %v, want nil", got.Attrs)
+				}
+				want.Attrs = nil
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("FromMessage:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestBodyMatches(t *testing.T) {
+	t.Parallel()
+	const body, sum = "hello", "5d41402abc4b2a76b9719d911017c592"
+	for _, tc := range []struct {
+		want string
+		ok   bool
+	}{
+		{sum, true},
+		{strings.ToUpper(sum), true},
+		{"5d41402abc4b2a76b9719d911017c593", false},
+		{sum[:31], false},
+		{"", false},
+	} {
+		if got := bodyMatches(body, tc.want); got != tc.ok {
+			t.Errorf("bodyMatches(%q, %q) = %v, want %v", body, tc.want, got, tc.ok)
 		}
 	}
 }

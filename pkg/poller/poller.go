@@ -30,6 +30,8 @@ type Poller struct {
 	now     func() time.Time
 	running atomic.Bool
 
+	queueURL *string // cfg.QueueURL, shared by every request
+
 	// Resolved by Run from the queue's attributes.
 	queueARN   string
 	region     string
@@ -44,9 +46,10 @@ func New(cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	return &Poller{
-		cfg: cfg,
-		log: cfg.Logger.With(slog.String("queue_url", cfg.QueueURL)),
-		now: time.Now,
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("queue_url", cfg.QueueURL)),
+		now:      time.Now,
+		queueURL: aws.String(cfg.QueueURL),
 	}, nil
 }
 
@@ -184,12 +187,12 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 		}
 		start := p.now()
 		out, err := p.receive(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.cfg.QueueURL),
+			QueueUrl:                    p.queueURL,
 			MaxNumberOfMessages:         int32(min(n, maxReceive)),
 			WaitTimeSeconds:             int32(wait / time.Second),
 			VisibilityTimeout:           int32(p.visibility / time.Second),
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: allSystemAttributes,
+			MessageAttributeNames:       allMessageAttributes,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -210,6 +213,12 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 		// Otherwise an empty long poll (poll again), or more to gather.
 	}
 }
+
+// Every receive asks for all attributes, as Lambda's event carries them (shared, never changed).
+var (
+	allSystemAttributes  = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll}
+	allMessageAttributes = []string{"All"}
+)
 
 // sleep waits for d or until ctx is done; it reports whether d elapsed.
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -112,16 +112,18 @@ func (p *Poller) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 // such a message to the DLQ).
 func (p *Poller) checkBodies(msgs []sqstypes.Message) []sqstypes.Message {
 	var bad []sqstypes.Message
-	good := msgs[:0:0]
-	for _, m := range msgs {
-		if m.Body != nil && m.MD5OfBody != nil {
-			sum := md5.Sum([]byte(*m.Body))
-			if !strings.EqualFold(hex.EncodeToString(sum[:]), *m.MD5OfBody) {
-				bad = append(bad, m)
-				continue
+	var good []sqstypes.Message // nil while every message so far is good
+	for i, m := range msgs {
+		if m.Body != nil && m.MD5OfBody != nil && !bodyMatches(*m.Body, *m.MD5OfBody) {
+			if good == nil {
+				good = append(make([]sqstypes.Message, 0, len(msgs)), msgs[:i]...)
 			}
+			bad = append(bad, m)
+			continue
 		}
-		good = append(good, m)
+		if good != nil {
+			good = append(good, m)
+		}
 	}
 	if len(bad) == 0 {
 		return msgs
@@ -134,6 +136,15 @@ func (p *Poller) checkBodies(msgs []sqstypes.Message) []sqstypes.Message {
 	return good
 }
 
+// bodyMatches reports whether body's MD5 is the hex digest want (in either case), without
+// allocating.
+func bodyMatches(body, want string) bool {
+	sum := md5.Sum(unsafe.Slice(unsafe.StringData(body), len(body))) //nolint:gosec // SQS defines the body digest as MD5.
+	var got [2 * md5.Size]byte
+	hex.Encode(got[:], sum[:])
+	return strings.EqualFold(string(got[:]), want)
+}
+
 // release makes msgs visible again at once (visibility timeout 0), in batches of 10, and logs
 // those it cannot release: they return after their visibility timeout.
 func (p *Poller) release(msgs []sqstypes.Message) {
@@ -142,12 +153,12 @@ func (p *Poller) release(msgs []sqstypes.Message) {
 		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, m := range chunk {
 			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+				Id: entryID(i), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		out, err := p.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
-			QueueUrl: aws.String(p.cfg.QueueURL), Entries: entries,
+			QueueUrl: p.queueURL, Entries: entries,
 		}, keepConnection)
 		cancel()
 		if err != nil {

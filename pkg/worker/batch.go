@@ -241,27 +241,35 @@ func (b *batch) run(ctx context.Context) {
 	}
 	defer cancel()
 
+	// n pool workers take the tasks in order; the last one to run out closes done.
 	n := min(b.h.cfg.Concurrency, len(tasks))
 	var next atomic.Int64
-	var wg sync.WaitGroup
+	var running atomic.Int32
+	running.Store(int32(n))
 	done := make(chan struct{})
-	wg.Add(n)
-	for range n {
-		go func() {
-			defer wg.Done()
-			for {
-				t := int(next.Add(1)) - 1
-				if t >= len(tasks) {
-					return
-				}
-				b.runTask(jobCtx, tasks[t])
+	work := func() {
+		for {
+			t := int(next.Add(1)) - 1
+			if t >= len(tasks) {
+				break
 			}
-		}()
+			b.runTask(jobCtx, tasks[t])
+		}
+		if running.Add(-1) == 0 {
+			close(done)
+		}
 	}
-	go func() { wg.Wait(); close(done) }()
 	if b.workEnd.IsZero() {
+		// Without a deadline nothing needs watching: this goroutine is one of the workers.
+		for range n - 1 {
+			go work()
+		}
+		work()
 		<-done
 		return
+	}
+	for range n {
+		go work()
 	}
 	timer := time.NewTimer(time.Until(b.workEnd))
 	defer timer.Stop()

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/internal/jsonscan"
 	"github.com/sqsworker/sqsworker/internal/sqsevent"
@@ -20,7 +21,8 @@ import (
 // Handler handles SQS batches. Create it with [New]; it is safe for concurrent use.
 //
 // Use it with lambda.Start(h.HandleSQS), or as a lambda.Handler (lambda.StartHandler(h)), which
-// decodes the invoke payload itself and is several times faster.
+// decodes the invoke payload itself and is several times faster. A poller.Poller calls its
+// HandleMessages, which takes the messages without a Lambda event.
 type Handler struct {
 	cfg       Config
 	recorders []deadRecorder // the middleware that implement DeadLetterRecorder
@@ -60,6 +62,18 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 	}
 	return resp, nil
+}
+
+// HandleMessages handles one batch as ReceiveMessage returned it from the queue queueARN in
+// region, and returns the ids of the messages to retry: what HandleSQS does with the Lambda event
+// built of msgs, without building it. pkg/poller calls it (see poller.MessageHandler). The error
+// is always nil: job failures are item failures.
+func (h *Handler) HandleMessages(ctx context.Context, queueARN, region string, msgs []sqstypes.Message) ([]string, error) {
+	recs := make([]sqsevent.Record, len(msgs))
+	for i := range msgs {
+		sqsevent.FromMessage(&msgs[i], queueARN, region, &recs[i])
+	}
+	return h.handle(ctx, [][]sqsevent.Record{recs}), nil
 }
 
 // Invoke implements aws-lambda-go's lambda.Handler: it decodes the SQS event payload directly
