@@ -123,6 +123,16 @@ func SkipString(s string, i int) (int, error) {
 	return end, err
 }
 
+// PlainString reports whether the JSON string whose opening quote is s[i] is printable ASCII
+// without escapes, so that its value is s[i+1:end-1], and returns end, the index after it.
+func PlainString(s string, i int) (end int, ok bool) {
+	j, done := plainPrefix(s, i)
+	if !done {
+		return 0, false
+	}
+	return j + 1, true
+}
+
 // plainPrefix looks for the end of the string that starts at s[i] == '"' on the fast paths. It
 // returns the index of the closing quote and true when the contents are printable ASCII without
 // escapes, or else an index up to which they are.

@@ -11,9 +11,11 @@ import (
 )
 
 // Record is one SQS message of a batch. Strings may point into the batch's buffers: they stay
-// valid as long as the Record is reachable (the buffers are never reused).
+// valid as long as the Record is reachable (the buffers are never reused), but for ReceiptHandle.
 type Record struct {
-	MessageID      string
+	MessageID string
+	// ReceiptHandle, from Decode, points into the invoke payload: read it only while the
+	// batch is handled (before Invoke returns), and copy it to keep it.
 	ReceiptHandle  string
 	Body           string
 	MD5OfBody      string

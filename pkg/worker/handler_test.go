@@ -638,6 +638,16 @@ func TestInvokePayload(t *testing.T) {
 	if got, want := string(out), `{"batchItemFailures":[{"itemIdentifier":"2"}]}`; got != want {
 		t.Errorf("Invoke = %s, want %s", got, want)
 	}
+	// The Lambda runtime reuses the payload's buffer: what the worker gave the SQS client (the
+	// failed job's receipt handle, which the decoder does not copy) must not change with it.
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	s.sqs.mu.Lock()
+	if _, ok := s.sqs.visibility["rh-2"]; !ok || len(s.sqs.visibility) != 1 {
+		t.Errorf("visibility changes %v, want one for rh-2", s.sqs.visibility)
+	}
+	s.sqs.mu.Unlock()
 	if _, err := s.h.Invoke(context.Background(), []byte(`{"Records":[`)); err == nil {
 		t.Error("a truncated payload must be an error")
 	}

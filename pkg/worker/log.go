@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -102,8 +103,8 @@ func (b *batch) runMalformedHook(ctx context.Context, it *item) error {
 	}
 	msg := events.SQSMessage{
 		MessageId:         rec.MessageID,
-		ReceiptHandle:     rec.ReceiptHandle,
-		Body:              it.body(), // a pointer's payload, as the extended client's consumers see it
+		ReceiptHandle:     strings.Clone(rec.ReceiptHandle), // the hook may keep it past the invocation
+		Body:              it.body(),                        // a pointer's payload, as the extended client's consumers see it
 		Md5OfBody:         rec.MD5OfBody,
 		MessageAttributes: attrs,
 		EventSource:       "aws:sqs",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -400,9 +401,11 @@ func (b *batch) changeVisibility(ctx context.Context, items []*item) {
 	}
 	// A long-running consumer (pkg/poller) extends these messages' visibility while the batch
 	// runs: stop it first, so that none of its extensions lands after the retry delay set here.
+	// Copies: a decoded record's receipt handle points into the invoke payload, which the Lambda
+	// runtime reuses (see sqsevent.Decode), and an SQS client may keep what it is given.
 	handles := make([]string, len(items))
 	for i, it := range items {
-		handles[i] = it.rec.ReceiptHandle
+		handles[i] = strings.Clone(it.rec.ReceiptHandle)
 	}
 	heartbeat.Stop(ctx, handles)
 	nchunks := (len(items) + maxBatchEntries - 1) / maxBatchEntries
@@ -412,7 +415,7 @@ func (b *batch) changeVisibility(ctx context.Context, items []*item) {
 		for i, it := range part {
 			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
 				Id:                aws.String(strconv.Itoa(i)),
-				ReceiptHandle:     aws.String(it.rec.ReceiptHandle),
+				ReceiptHandle:     aws.String(handles[c*maxBatchEntries+i]),
 				VisibilityTimeout: int32(visibilitySeconds(it.final().visibility, b.capFor(it.rec, b.h.cfg.Now()))),
 			}
 		}
