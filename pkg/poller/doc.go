@@ -11,7 +11,9 @@
 //   - It builds the events.SQSEvent Lambda builds: messageId, receiptHandle, body, md5OfBody,
 //     md5OfMessageAttributes, attributes (every system attribute SQS returned), messageAttributes
 //     (with empty stringListValues and binaryListValues), eventSource "aws:sqs", eventSourceARN
-//     (the queue ARN) and awsRegion.
+//     (the queue ARN) and awsRegion. A [MessageHandler] (pkg/worker's Handler is one) is given
+//     the messages as ReceiveMessage returned them instead, with the queue ARN and region, and
+//     judges them as it would judge that event: building the event is skipped.
 //   - A handler error (or a panic, logged with its stack) fails the whole batch: nothing is deleted
 //     and the messages return after their visibility timeout. Otherwise every message not listed in
 //     the response's BatchItemFailures is deleted (DeleteMessageBatch), as with a mapping that has
