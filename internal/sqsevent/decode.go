@@ -20,8 +20,9 @@ const MaxBatch = 10000
 // previous record's (eventSourceARN, awsRegion, SenderId) is shared. The records' strings stay
 // valid as long as any record is reachable (and keep their blocks alive that long), except
 // [Record.ReceiptHandle]: it points into payload (unless it holds escapes), so it is valid only
-// until payload is reused or changed (the worker reads it only while settling the batch, before
-// Invoke returns; it is 40 % of a record, and copying it cost a fifth of the whole path).
+// until payload is reused or changed (the worker reads it only during the call, and copies it
+// where it may outlive the call: for the SQS client and the malformed-job hook; it is 40 % of a
+// record, and copying every one cost a fifth of the whole path).
 // messageAttributes is kept undecoded in [Record.RawMessageAttributes].
 //
 // Decode accepts what encoding/json accepts into events.SQSEvent, with the same results

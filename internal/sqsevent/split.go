@@ -3,6 +3,7 @@ package sqsevent
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 )
 
 // MinSegmentBytes is the least payload a segment of [DecodeSegments] is given: below it, starting
@@ -42,6 +43,7 @@ func decodeSegments(payload []byte, parts, minBytes int) ([][]Record, error) {
 	segs := make([][]Record, len(bounds)-1)
 	ok := make([]bool, len(segs))
 	var wg sync.WaitGroup
+	var panicked atomic.Value // a panic on a helper goroutine, raised again on this one
 	for k := range segs {
 		// Segment k is payload[bounds[k]:end]: its records, separated by commas; the comma before
 		// the next segment (or the closing "]") is not part of it.
@@ -54,9 +56,20 @@ func decodeSegments(payload []byte, parts, minBytes int) ([][]Record, error) {
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); decode() }()
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					panicked.CompareAndSwap(nil, panicValue{v})
+				}
+			}()
+			decode()
+		}()
 	}
 	wg.Wait()
+	if v, ok := panicked.Load().(panicValue); ok {
+		panic(v.v)
+	}
 	for _, good := range ok {
 		if !good {
 			recs, err := Decode(payload)
@@ -100,3 +113,6 @@ func decodeList(part []byte) ([]Record, bool) {
 	recs, end, err := d.elements(0, false)
 	return recs, err == nil && end == len(part)
 }
+
+// panicValue carries a recovered panic (of any type, nil included) through an atomic.Value.
+type panicValue struct{ v any }

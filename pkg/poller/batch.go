@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -72,7 +73,7 @@ func (b *batch) Stop(receiptHandles []string) {
 }
 
 func (p *Poller) newBatch() *batch {
-	return &batch{p: p, msgs: make([]inflight, 0, p.cfg.BatchSize)}
+	return &batch{p: p, msgs: make([]inflight, 0, min(p.cfg.BatchSize, maxReceive))}
 }
 
 // add appends received messages and starts the heartbeat with the first ones.
@@ -88,8 +89,11 @@ func (b *batch) add(msgs []sqstypes.Message, receivedAt time.Time) {
 	}
 }
 
-// beat is one tick of the heartbeat (on the timer's goroutine): an extension, then the next tick.
+// beat is one tick of the heartbeat (on the timer's goroutine): an extension, then the next tick,
+// visibility/3 after this one started (at once when the extension took longer), as a ticker
+// would.
 func (b *batch) beat() {
+	start := time.Now()
 	b.mu.Lock()
 	if b.hbOff {
 		b.mu.Unlock()
@@ -104,7 +108,7 @@ func (b *batch) beat() {
 	defer b.mu.Unlock()
 	b.hbCancel = nil
 	if more && !b.hbOff {
-		b.hbTimer.Reset(b.p.visibility / 3)
+		b.hbTimer.Reset(max(0, b.p.visibility/3-time.Since(start)))
 	}
 }
 
@@ -237,8 +241,12 @@ func (p *Poller) process(runCtx context.Context, b *batch) {
 	failed, err := p.invoke(heartbeat.NewContext(hctx, b), msgs)
 	b.stopHeartbeat()
 	if err != nil {
-		p.log.Error("handler failed: the whole batch will be retried after its visibility timeout", slog.Any("error", err),
-			slog.Int("messages", len(msgs)), slog.Duration("duration", p.now().Sub(start)))
+		what := "handler failed: the whole batch will be retried after its visibility timeout"
+		var invalid *invalidFailuresError
+		if errors.As(err, &invalid) {
+			what = "invalid batch item failures: the whole batch will be retried after its visibility timeout"
+		}
+		p.log.Error(what, slog.Any("error", err), slog.Int("messages", len(msgs)), slog.Duration("duration", p.now().Sub(start)))
 		return
 	}
 	done := make([]*inflight, 0, len(b.msgs))
@@ -300,8 +308,8 @@ func (p *Poller) invoke(ctx context.Context, msgs []sqstypes.Message) (failed fa
 	return checkFailures(msgs, ids)
 }
 
-// checkFailures returns the message ids reported failed, or an error when one is empty or names
-// no message of the batch (which, as in Lambda, fails the whole batch).
+// checkFailures returns the message ids reported failed, or an *invalidFailuresError when one is
+// empty or names no message of the batch (which, as in Lambda, fails the whole batch).
 func checkFailures(msgs []sqstypes.Message, ids []string) (failedSet, error) {
 	batch := make(map[string]struct{}, len(msgs))
 	for _, m := range msgs {
@@ -310,15 +318,20 @@ func checkFailures(msgs []sqstypes.Message, ids []string) (failedSet, error) {
 	failed := make(failedSet, len(ids))
 	for _, id := range ids {
 		if id == "" {
-			return nil, fmt.Errorf("poller: a batch item failure has an empty itemIdentifier")
+			return nil, &invalidFailuresError{"poller: a batch item failure has an empty itemIdentifier"}
 		}
 		if _, ok := batch[id]; !ok {
-			return nil, fmt.Errorf("poller: batch item failure %q is not a message of the batch", id)
+			return nil, &invalidFailuresError{fmt.Sprintf("poller: batch item failure %q is not a message of the batch", id)}
 		}
 		failed[id] = struct{}{}
 	}
 	return failed, nil
 }
+
+// invalidFailuresError is a handler's answer that names a failure the batch does not have.
+type invalidFailuresError struct{ msg string }
+
+func (e *invalidFailuresError) Error() string { return e.msg }
 
 // entryIDs are the Ids of the entries of a batch request (at most 10), shared by every request.
 var entryIDs = func() (ids [maxReceive]*string) {

@@ -30,7 +30,9 @@ type Handler interface {
 // HandleSQS, and skips building the event (worker.Handler is one). HandleMessages must judge the
 // batch as HandleSQS would judge the event built from it: queueARN and region are the event's
 // eventSourceARN and awsRegion, and it returns the ids of the messages to retry (what
-// BatchItemFailures would name), or an error to retry the whole batch.
+// BatchItemFailures would name), or an error to retry the whole batch. A type that embeds a
+// MessageHandler (a *worker.Handler) to wrap its HandleSQS must wrap HandleMessages as well, or
+// the poller calls the embedded one and skips the wrapper.
 type MessageHandler interface {
 	Handler
 	HandleMessages(ctx context.Context, queueARN, region string, msgs []sqstypes.Message) (failedIDs []string, err error)

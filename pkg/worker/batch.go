@@ -31,7 +31,8 @@ const (
 // item is one message of a batch and what became of it.
 //
 // Ownership: prepare fills rec, info, env, kind, attempt0 and (for messages that cannot run)
-// res before any goroutine starts. A pool goroutine that moves state pending → running owns the
+// res before any job starts (prepareAll may prepare a large batch's items on several goroutines,
+// each its own items). A pool goroutine that moves state pending → running owns the
 // item: it writes res and then publishes it by moving state to done. At the deadline the batch
 // moves pending items to skipped and running ones to abandoned and writes late; it then reads res
 // only of items in state done, and late otherwise.
@@ -144,16 +145,28 @@ func (b *batch) prepareAll(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
+	var panicked atomic.Value // a panic on a helper goroutine, raised again on this one
 	for p := range parts - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					panicked.CompareAndSwap(nil, panicValue{v})
+				}
+			}()
 			prepareRange(b.items[p*len(b.items)/parts : (p+1)*len(b.items)/parts])
 		}()
 	}
 	prepareRange(b.items[(parts-1)*len(b.items)/parts:])
 	wg.Wait()
+	if v, ok := panicked.Load().(panicValue); ok {
+		panic(v.v)
+	}
 }
+
+// panicValue carries a recovered panic (of any type, nil included) through an atomic.Value.
+type panicValue struct{ v any }
 
 // prepare fills the job's info from the message and decodes the envelope. Messages that cannot
 // run get their result now. A body that is an S3 pointer (with Config.Payload set) is left for
@@ -168,6 +181,12 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 	it.info.AWSTraceHeader = rec.AWSTraceHeader
 	if rec.SentTimestamp > 0 {
 		it.info.SentAt = time.UnixMilli(rec.SentTimestamp)
+	}
+	if b.h.cfg.MalformedHook != nil {
+		// The hook is given the message, which it may keep, and runs in the pool, possibly
+		// after the call has returned (abandoned at the deadline): a decoded receipt handle
+		// points into the invoke payload (see sqsevent.Decode), so copy it now.
+		rec.ReceiptHandle = strings.Clone(rec.ReceiptHandle)
 	}
 	if payload.MaybePointer(rec.Body) && b.pointer(it) { // one byte compared for an envelope
 		return
@@ -242,7 +261,7 @@ func (b *batch) run(ctx context.Context) {
 	defer cancel()
 
 	// n pool workers take the tasks in order; the last one to run out closes done.
-	n := min(b.h.cfg.Concurrency, len(tasks))
+	n := max(1, min(b.h.cfg.Concurrency, len(tasks)))
 	var next atomic.Int64
 	var running atomic.Int32
 	running.Store(int32(n))

@@ -66,8 +66,9 @@ func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQS
 
 // HandleMessages handles one batch as ReceiveMessage returned it from the queue queueARN in
 // region, and returns the ids of the messages to retry: what HandleSQS does with the Lambda event
-// built of msgs, without building it. pkg/poller calls it (see poller.MessageHandler). The error
-// is always nil: job failures are item failures.
+// built of msgs, without building it. pkg/poller calls it (see poller.MessageHandler), so a type
+// that embeds a *Handler and wraps its HandleSQS must wrap HandleMessages too. The error is
+// always nil: job failures are item failures.
 func (h *Handler) HandleMessages(ctx context.Context, queueARN, region string, msgs []sqstypes.Message) ([]string, error) {
 	recs := make([]sqsevent.Record, len(msgs))
 	for i := range msgs {
@@ -77,8 +78,8 @@ func (h *Handler) HandleMessages(ctx context.Context, queueARN, region string, m
 }
 
 // Invoke implements aws-lambda-go's lambda.Handler: it decodes the SQS event payload directly
-// (no reflection) and returns the partial batch response as JSON. A large batch (from 256 KB of
-// payload) is decoded and prepared on up to GOMAXPROCS goroutines.
+// (no reflection) and returns the partial batch response as JSON. A large batch is decoded (from
+// 256 KB of payload) and its jobs prepared (from 512 records) on up to GOMAXPROCS goroutines.
 func (h *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	segs, err := sqsevent.DecodeSegments(payload, runtime.GOMAXPROCS(0))
 	if err != nil {

@@ -584,6 +584,33 @@ func TestMalformedHook(t *testing.T) {
 	}
 }
 
+// TestMalformedHookKeepsItsReceiptHandle: through Invoke, the hook's message carries a receipt
+// handle of its own, which stays right when the Lambda runtime reuses the payload's buffer (the
+// decoder does not copy receipt handles, and the hook may keep the message).
+func TestMalformedHookKeepsItsReceiptHandle(t *testing.T) {
+	t.Parallel()
+	var kept []events.SQSMessage
+	s := newTestHandler(t, func(c *Config) {
+		c.MalformedHook = func(_ context.Context, m events.SQSMessage) error {
+			kept = append(kept, m)
+			return nil
+		}
+	})
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		msg("1", testArgs{}, func(_ *jobs.Envelope, m *events.SQSMessage) { m.Body = "legacy-format" }),
+	}}
+	payload, _ := json.Marshal(ev)
+	if _, err := s.h.Invoke(context.Background(), payload); err != nil {
+		t.Fatal(err)
+	}
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	if len(kept) != 1 || kept[0].ReceiptHandle != "rh-1" || kept[0].Body != "legacy-format" {
+		t.Errorf("the hook kept %+v, want receipt handle rh-1", kept)
+	}
+}
+
 func TestDeadLetterAttributes(t *testing.T) {
 	t.Parallel()
 	attrs := func(n int) func(*jobs.Envelope, *events.SQSMessage) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -103,8 +102,8 @@ func (b *batch) runMalformedHook(ctx context.Context, it *item) error {
 	}
 	msg := events.SQSMessage{
 		MessageId:         rec.MessageID,
-		ReceiptHandle:     strings.Clone(rec.ReceiptHandle), // the hook may keep it past the invocation
-		Body:              it.body(),                        // a pointer's payload, as the extended client's consumers see it
+		ReceiptHandle:     rec.ReceiptHandle, // a copy (prepare)
+		Body:              it.body(),         // a pointer's payload, as the extended client's consumers see it
 		Md5OfBody:         rec.MD5OfBody,
 		MessageAttributes: attrs,
 		EventSource:       "aws:sqs",
