@@ -33,7 +33,7 @@ bench: ## Run the benchmarks with -benchmem (BENCH=regexp to filter)
 FUZZTIME ?= 30s
 # Every fuzz target, as package:Target. `make test` runs their seed corpora as ordinary tests.
 FUZZ_TARGETS := ./internal/jsonscan:FuzzSkipValue ./internal/jsonscan:FuzzString \
-	./internal/sqsevent:FuzzDecode ./pkg/jobs:FuzzEnvelopeStringsEscape ./pkg/jobs:FuzzParseEnvelope \
+	./internal/sqsevent:FuzzDecode ./internal/sqsevent:FuzzDecodeSegments ./pkg/jobs:FuzzEnvelopeStringsEscape ./pkg/jobs:FuzzParseEnvelope \
 	./pkg/schedule:FuzzParse ./pkg/outbox/dynamooutbox:FuzzDecodeItem
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)

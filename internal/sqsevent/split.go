@@ -2,8 +2,9 @@ package sqsevent
 
 import (
 	"bytes"
-	"sync"
-	"sync/atomic"
+	"slices"
+
+	"github.com/sqsworker/sqsworker/internal/fanout"
 )
 
 // MinSegmentBytes is the least payload a segment of [DecodeSegments] is given: below it, starting
@@ -33,53 +34,23 @@ const (
 
 func decodeSegments(payload []byte, parts, minBytes int) ([][]Record, error) {
 	bounds := splitPoints(payload, parts, minBytes)
-	if bounds == nil {
-		recs, err := Decode(payload)
-		if err != nil {
-			return nil, err
-		}
-		return [][]Record{recs}, nil
-	}
-	segs := make([][]Record, len(bounds)-1)
-	ok := make([]bool, len(segs))
-	var wg sync.WaitGroup
-	var panicked atomic.Value // a panic on a helper goroutine, raised again on this one
-	for k := range segs {
-		// Segment k is payload[bounds[k]:end]: its records, separated by commas; the comma before
-		// the next segment (or the closing "]") is not part of it.
-		end := bounds[k+1] - 1
-		decode := func() {
-			segs[k], ok[k] = decodeList(payload[bounds[k]:end])
-		}
-		if k == len(segs)-1 {
-			decode() // the last one on this goroutine
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if v := recover(); v != nil {
-					panicked.CompareAndSwap(nil, panicValue{v})
-				}
-			}()
-			decode()
-		}()
-	}
-	wg.Wait()
-	if v, ok := panicked.Load().(panicValue); ok {
-		panic(v.v)
-	}
-	for _, good := range ok {
-		if !good {
-			recs, err := Decode(payload)
-			if err != nil {
-				return nil, err
-			}
-			return [][]Record{recs}, nil
+	if bounds != nil {
+		segs := make([][]Record, len(bounds)-1)
+		ok := make([]bool, len(segs))
+		fanout.Run(len(segs), func(k int) {
+			// Segment k: its records, separated by commas, up to the comma before the next
+			// segment (or the closing "]"), which is not part of it.
+			segs[k], ok[k] = decodeList(payload[bounds[k] : bounds[k+1]-1])
+		})
+		if !slices.Contains(ok, false) {
+			return segs, nil
 		}
 	}
-	return segs, nil
+	recs, err := Decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	return [][]Record{recs}, nil
 }
 
 // splitPoints returns the offsets where the segments start, followed by the offset after the
@@ -113,6 +84,3 @@ func decodeList(part []byte) ([]Record, bool) {
 	recs, end, err := d.elements(0, false)
 	return recs, err == nil && end == len(part)
 }
-
-// panicValue carries a recovered panic (of any type, nil included) through an atomic.Value.
-type panicValue struct{ v any }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqsworker/sqsworker/internal/fanout"
 	"github.com/sqsworker/sqsworker/internal/sqsevent"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
@@ -144,29 +145,10 @@ func (b *batch) prepareAll(ctx context.Context) {
 		prepareRange(b.items)
 		return
 	}
-	var wg sync.WaitGroup
-	var panicked atomic.Value // a panic on a helper goroutine, raised again on this one
-	for p := range parts - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if v := recover(); v != nil {
-					panicked.CompareAndSwap(nil, panicValue{v})
-				}
-			}()
-			prepareRange(b.items[p*len(b.items)/parts : (p+1)*len(b.items)/parts])
-		}()
-	}
-	prepareRange(b.items[(parts-1)*len(b.items)/parts:])
-	wg.Wait()
-	if v, ok := panicked.Load().(panicValue); ok {
-		panic(v.v)
-	}
+	fanout.Run(parts, func(p int) {
+		prepareRange(b.items[p*len(b.items)/parts : (p+1)*len(b.items)/parts])
+	})
 }
-
-// panicValue carries a recovered panic (of any type, nil included) through an atomic.Value.
-type panicValue struct{ v any }
 
 // prepare fills the job's info from the message and decodes the envelope. Messages that cannot
 // run get their result now. A body that is an S3 pointer (with Config.Payload set) is left for
