@@ -885,3 +885,30 @@ func TestLogLevels(t *testing.T) {
 		})
 	}
 }
+
+// TestOneClockReadPerJob: with a deadline, the pool reads the clock once per job (the reading at
+// a job's end is the next one's deadline check and start), plus one per pool goroutine: three per
+// job was 4 % of a small batch.
+func TestOneClockReadPerJob(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	s := newTestHandler(t, func(c *Config) {
+		c.Concurrency = 4
+		c.Now = func() time.Time { reads.Add(1); return time.Now() }
+	})
+	const jobs = 200
+	msgs := make([]events.SQSMessage, jobs)
+	for i := range msgs {
+		msgs[i] = msg(strconv.Itoa(i), testArgs{Do: "ok"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if failed := handle(t, s, ctx, msgs...); len(failed) != 0 {
+		t.Fatalf("failed %v", failed)
+	}
+	t.Logf("%d clock reads for %d jobs", reads.Load(), jobs)
+	// One per job, one more per pool goroutine, and a few per batch (its start, settling).
+	if got, most := reads.Load(), int64(jobs+4+10); got > most {
+		t.Errorf("%d clock reads for %d jobs, want at most %d", got, jobs, most)
+	}
+}
