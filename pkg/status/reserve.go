@@ -96,23 +96,7 @@ func (t *Table) ReleaseQueued(ctx context.Context, kind, key, jobID string) erro
 	if jobID == "" {
 		return fmt.Errorf("%w: job id is empty", ErrInvalid)
 	}
-	names := map[string]string{"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#exp": idempotency.AttrExpires}
-	values := map[string]types.AttributeValue{":now": attrN(t.now().Unix()), ":queued": attrS(string(idempotency.StateQueued))}
-	cond := "attribute_exists(#pk) AND #st = :queued"
-	if !t.layout.IDKeyed(key, jobID) { // a record under the job's id is that job's
-		names["#id"], values[":id"] = idempotency.AttrJobID, attrS(jobID)
-		cond += " AND #id = :id"
-	}
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(t.table),
-		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(t.layout.ItemKey(kind, key, jobID))},
-		UpdateExpression:          aws.String("SET #exp = :now"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if err := t.updateQueued(ctx, kind, key, jobID, "#exp", idempotency.AttrExpires, attrN(t.now().Unix())); err != nil {
 		return fmt.Errorf("status: release %s/%s (job %s): %w", kind, key, jobID, err)
 	}
 	return nil
@@ -134,8 +118,19 @@ func (t *Table) MarkSent(ctx context.Context, kind, key, jobID string, at time.T
 	if at.IsZero() {
 		at = t.now()
 	}
-	names := map[string]string{"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#sent": attrSentAt}
-	values := map[string]types.AttributeValue{":at": attrN(unixMs(at)), ":queued": attrS(string(idempotency.StateQueued))}
+	if err := t.updateQueued(ctx, kind, key, jobID, "#sent", attrSentAt, attrN(unixMs(at))); err != nil {
+		return fmt.Errorf("status: mark %s/%s (job %s) sent: %w", kind, key, jobID, err)
+	}
+	return nil
+}
+
+// updateQueued sets one attribute (name, its placeholder ph) of the record of the queued job jobID
+// under (kind, key), with one conditional UpdateItem made only while the record is still that
+// job's queued record. A record that moved on or belongs to another job is left alone, and that
+// is not an error.
+func (t *Table) updateQueued(ctx context.Context, kind, key, jobID, ph, name string, value types.AttributeValue) error {
+	names := map[string]string{"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, ph: name}
+	values := map[string]types.AttributeValue{":v": value, ":queued": attrS(string(idempotency.StateQueued))}
 	cond := "attribute_exists(#pk) AND #st = :queued"
 	if !t.layout.IDKeyed(key, jobID) { // a record under the job's id is that job's
 		names["#id"], values[":id"] = idempotency.AttrJobID, attrS(jobID)
@@ -144,14 +139,14 @@ func (t *Table) MarkSent(ctx context.Context, kind, key, jobID string, at time.T
 	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(t.layout.ItemKey(kind, key, jobID))},
-		UpdateExpression:          aws.String("SET #sent = :at"),
+		UpdateExpression:          aws.String("SET " + ph + " = :v"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("status: mark %s/%s (job %s) sent: %w", kind, key, jobID, err)
+		return err
 	}
 	return nil
 }
