@@ -1,5 +1,5 @@
 # The end-to-end benchmark (bench/e2e, build tag benche2e; not part of `make test`): the emulator
-# as its own process through internal/kumoserve, preloaded queues, raw SDK loops against our
+# as its own process through internal/testenv/kumoserve, preloaded queues, raw SDK loops against our
 # poller, worker and idempotency store (docs/BENCHMARKS.md). The emulator is kumo's own server,
 # `kumo serve`: $KUMO_BIN when set, else a build of kumo's cmd/kumo (the version go.mod requires)
 # cached under ~/.cache/sqsworker, made here on the first run (minutes on a fresh machine). If that

@@ -28,10 +28,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsworker/sqsworker/internal/awscost"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
-	"github.com/sqsworker/sqsworker/internal/kumoserve"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
+	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
+	"github.com/sqsworker/sqsworker/internal/testenv/kumoserve"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"

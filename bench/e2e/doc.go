@@ -1,5 +1,5 @@
 // Package e2e is the end-to-end throughput benchmark, `make bench-e2e`: the emulator as a
-// separate server process (internal/kumoserve), the same preloaded queue of N job envelopes for
+// separate server process (internal/testenv/kumoserve), the same preloaded queue of N job envelopes for
 // every scenario, and, interleaved and repeated, a raw aws-sdk-go-v2 receive/delete loop, a raw
 // idempotent floor (per message one conditional PutItem and one UpdateItem of 3 attributes), the
 // poller with the worker, and the poller with the worker and the DynamoDB idempotency middleware,

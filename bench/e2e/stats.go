@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sqsworker/sqsworker/internal/awscost"
+	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
 )
 
 // Run is one timed run of a scenario.

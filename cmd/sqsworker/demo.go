@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqsworker/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 )
 

@@ -19,7 +19,7 @@
 //	AWS_ENDPOINT_URL           an emulator or LocalStack (default: AWS itself)
 //	AWS_REGION, AWS_PROFILE, … the SDK's usual configuration and credential chain
 //
-// The jobs are the demo's kinds (internal/examplejobs); a real service registers its own.
+// The jobs are the demo's kinds (examples/examplejobs); a real service registers its own.
 package main
 
 import (
@@ -43,8 +43,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sqsworker/sqsworker/examples/examplejobs"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
-	"github.com/sqsworker/sqsworker/internal/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sqsworker/sqsworker/internal/awscost"
+	"github.com/sqsworker/sqsworker/internal/ddbsize"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
 
@@ -28,8 +28,8 @@ const (
 var ErrLimit = errors.New("over a DynamoDB limit")
 
 // ItemSize returns the size of an item as DynamoDB counts it against its 400 KB limit
-// (internal/awscost's rules, which the benchmark also bills writes by).
-func ItemSize(item map[string]types.AttributeValue) int { return awscost.ItemSize(item) }
+// (internal/ddbsize's rules, which the benchmark also bills writes by).
+func ItemSize(item map[string]types.AttributeValue) int { return ddbsize.ItemSize(item) }
 
 // checkTransaction implements Outbox.CheckTransaction; outboxTable is the outbox's table, whose
 // item keys it knows.
@@ -109,7 +109,7 @@ func describeAction(a types.TransactWriteItem, outboxTable string) (table, k str
 func valuesSize(values map[string]types.AttributeValue) int {
 	n := 0
 	for _, v := range values {
-		n += awscost.ValueSize(v)
+		n += ddbsize.ValueSize(v)
 	}
 	return n
 }

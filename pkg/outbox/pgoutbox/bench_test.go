@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqsworker/sqsworker/internal/pgtest"
+	"github.com/sqsworker/sqsworker/internal/testenv/pgtest"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox/pgxoutbox"

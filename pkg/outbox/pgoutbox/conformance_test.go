@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/sqsworker/sqsworker/internal/pgtest"
+	"github.com/sqsworker/sqsworker/internal/testenv/pgtest"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/outboxtest"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"

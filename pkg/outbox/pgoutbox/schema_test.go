@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sqsworker/sqsworker/internal/pgtest"
+	"github.com/sqsworker/sqsworker/internal/testenv/pgtest"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
 )
 

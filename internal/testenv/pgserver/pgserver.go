@@ -1,6 +1,6 @@
 // Package pgserver starts a throwaway PostgreSQL cluster: initdb into a temporary directory, a
 // postgres process on a free loopback port, trust authentication for the superuser "postgres",
-// and everything removed by Stop. The tests of the PostgreSQL outbox (through internal/pgtest)
+// and everything removed by Stop. The tests of the PostgreSQL outbox (through internal/testenv/pgtest)
 // and `sqsworker demo` use it; nothing needs to be installed but the server's binaries.
 //
 // The binaries are found the way Debian and Ubuntu lay them out (/usr/lib/postgresql/<version>/bin,

@@ -1,3 +1,9 @@
+// Package awscost measures what AWS calls cost: it counts the calls an SDK client makes (a
+// counting HTTP client, [Counter]) and computes the DynamoDB write request units a write is
+// billed ([Schema.WriteUnits], [Ledger]) from the sizes of the items before and after it and the
+// indexes it touches, by DynamoDB's published rules (internal/ddbsize). It exists for the
+// end-to-end benchmark (bench/e2e) and the write-unit tests, because the emulators we run do not
+// report consumed capacity (kumo accepts ReturnConsumedCapacity and returns nothing).
 package awscost
 
 import (

@@ -8,7 +8,7 @@
 //  2. kumo on $PATH or in $GOBIN / $GOPATH/bin, when its build information says it is that version
 //     (`GONOSUMDB='github.com/aws/aws-sdk-go-v2/service/*' go install
 //     github.com/sivchari/kumo/cmd/kumo@v0.33.1` installs one);
-//  3. otherwise this module's kumod (internal/kumoserve/kumod), built into a temporary directory:
+//  3. otherwise this module's kumod (internal/testenv/kumoserve/kumod), built into a temporary directory:
 //     kumo's own server in a process of its own, on the port asked for, from packages the tests
 //     compile anyway. (Building kumo's own command line instead, in its own module with its own
 //     dependencies, took 7 minutes on a fresh machine.)
@@ -288,7 +288,7 @@ func buildKumod() (string, error) {
 }
 
 // kumodPackage is the fallback server's package.
-const kumodPackage = "github.com/sqsworker/sqsworker/internal/kumoserve/kumod"
+const kumodPackage = "github.com/sqsworker/sqsworker/internal/testenv/kumoserve/kumod"
 
 // goCmd runs the go command in dir (the current directory when empty).
 func goCmd(dir string, args ...string) ([]byte, error) {

@@ -1,4 +1,4 @@
-package awscost
+package ddbsize
 
 import (
 	"strings"

@@ -1,5 +1,5 @@
 // Package pgtest gives tests a real PostgreSQL server: one throwaway cluster per test binary
-// (internal/pgserver), started at the first use and stopped by Main, with a fresh database per
+// (internal/testenv/pgserver), started at the first use and stopped by Main, with a fresh database per
 // test.
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sqsworker/sqsworker/internal/pgserver"
+	"github.com/sqsworker/sqsworker/internal/testenv/pgserver"
 )
 
 var (

@@ -1,10 +1,9 @@
-// Package awscost measures what AWS calls cost: it counts the calls an SDK client makes (a
-// counting HTTP client, [Counter]) and computes the DynamoDB write request units a write is
-// billed ([ItemSize], [Schema.WriteUnits], [Ledger]) from the sizes of the items before and
-// after it and the indexes it touches, by DynamoDB's published rules. It exists for the
-// end-to-end benchmark (bench/e2e), because the emulators we run do not report consumed
-// capacity (kumo accepts ReturnConsumedCapacity and returns nothing).
-package awscost
+// Package ddbsize holds DynamoDB's published size rules: the size of an item, of an attribute
+// value and of a number as DynamoDB bills and limits them, and rounding a size up to request
+// units. The DynamoDB outbox checks its items against the 400 KB limit with it, and the cost
+// ledger of the benchmarks (internal/testenv/awscost) bills write units with it. It imports
+// nothing of this module.
+package ddbsize
 
 import (
 	"strings"

@@ -4,7 +4,7 @@
 // until every job is settled, and reports what happened.
 package demo
 
-import "github.com/sqsworker/sqsworker/internal/examplejobs"
+import "github.com/sqsworker/sqsworker/examples/examplejobs"
 
 // Register adds the example kinds (see package examplejobs).
 var Register = examplejobs.Register

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqsworker/sqsworker/internal/examplejobs"
-	"github.com/sqsworker/sqsworker/internal/pgserver"
+	"github.com/sqsworker/sqsworker/examples/examplejobs"
+	"github.com/sqsworker/sqsworker/internal/testenv/pgserver"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox/pgxoutbox"

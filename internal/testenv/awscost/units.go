@@ -1,6 +1,7 @@
 package awscost
 
 import (
+	"github.com/sqsworker/sqsworker/internal/ddbsize"
 	"maps"
 	"reflect"
 	"slices"
@@ -80,22 +81,22 @@ func (c Cost) Total() int {
 //     keys and the projected attributes).
 func (s Schema) WriteUnits(old, new map[string]types.AttributeValue, failed bool) Cost {
 	if failed {
-		return Cost{Table: Units(ItemSize(old), WriteUnitBytes)}
+		return Cost{Table: ddbsize.Units(ddbsize.ItemSize(old), ddbsize.WriteUnitBytes)}
 	}
-	c := Cost{Table: Units(max(ItemSize(old), ItemSize(new)), WriteUnitBytes)}
+	c := Cost{Table: ddbsize.Units(max(ddbsize.ItemSize(old), ddbsize.ItemSize(new)), ddbsize.WriteUnitBytes)}
 	for _, ix := range s.Indexes {
 		oldE, newE := s.entry(ix, old), s.entry(ix, new)
 		u := 0
 		switch {
 		case oldE == nil && newE == nil:
 		case oldE == nil:
-			u = Units(ItemSize(newE), WriteUnitBytes)
+			u = ddbsize.Units(ddbsize.ItemSize(newE), ddbsize.WriteUnitBytes)
 		case newE == nil:
-			u = Units(ItemSize(oldE), WriteUnitBytes)
+			u = ddbsize.Units(ddbsize.ItemSize(oldE), ddbsize.WriteUnitBytes)
 		case !sameAttrs(oldE, newE, ix.Keys):
-			u = Units(ItemSize(oldE), WriteUnitBytes) + Units(ItemSize(newE), WriteUnitBytes)
+			u = ddbsize.Units(ddbsize.ItemSize(oldE), ddbsize.WriteUnitBytes) + ddbsize.Units(ddbsize.ItemSize(newE), ddbsize.WriteUnitBytes)
 		case !reflect.DeepEqual(oldE, newE):
-			u = Units(ItemSize(newE), WriteUnitBytes)
+			u = ddbsize.Units(ddbsize.ItemSize(newE), ddbsize.WriteUnitBytes)
 		}
 		if u > 0 {
 			if c.Indexes == nil {

@@ -3,6 +3,7 @@ package awscost
 import (
 	"context"
 	"errors"
+	"github.com/sqsworker/sqsworker/internal/ddbsize"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -112,7 +113,7 @@ func TestCounterOnWrite(t *testing.T) {
 		t.Errorf("put = %+v", put)
 	}
 	// The item is decoded from the request as sent: its size is the one billed.
-	if got, want := ItemSize(put.Item), 2+1+1+2+1+3+(1+3)+(1+1)+1+3+(1+2+2); got != want {
+	if got, want := ddbsize.ItemSize(put.Item), 2+1+1+2+1+3+(1+3)+(1+1)+1+3+(1+2+2); got != want {
 		t.Errorf("put item size = %d, want %d (item %v)", got, want, put.Item)
 	}
 	if upd.Op != "UpdateItem" || upd.Status != 400 || !upd.ConditionFailed || upd.Key["pk"].(*types.AttributeValueMemberS).Value != "b" {
