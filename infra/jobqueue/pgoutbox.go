@@ -106,7 +106,9 @@ type PostgresOutboxProps struct {
 	Table string
 	// Vpc places the function in the database's VPC (nil: no VPC, for a database reachable
 	// from Lambda's network). VpcSubnets picks the subnets (default: CDK's, the private ones),
-	// SecurityGroups the function's groups (default: one new group, all egress).
+	// SecurityGroups the function's groups (default: one new group, all egress). With Vpc the
+	// function's role also gets the EC2 network-interface actions Lambda needs to attach it
+	// (VpcAccessActions, in the policy PostgresOutbox.VpcAccess).
 	Vpc            awsec2.IVpc
 	VpcSubnets     *awsec2.SubnetSelection
 	SecurityGroups []awsec2.ISecurityGroup
@@ -142,6 +144,9 @@ type PostgresOutbox struct {
 	Schedule awsscheduler.CfnSchedule
 	// ScheduleRole is the role the schedule invokes the function with.
 	ScheduleRole awsiam.Role
+	// VpcAccess is the policy on Role that lets Lambda attach the function to
+	// PostgresOutboxProps.Vpc (VpcAccessActions; vpc.go), nil without a VPC.
+	VpcAccess awsiam.Policy
 }
 
 var pgTable = regexp.MustCompile(`^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$`)
@@ -310,6 +315,9 @@ func (jq *JobQueue) postgresOutbox() {
 		}
 	}
 	po.Function = awslambda.NewFunction(c, jsii.String("PgRelay"), fnProps)
+	if o.Vpc != nil {
+		po.VpcAccess = jq.grantVpcAccess("PgRelayVpcAccess", po.Role, po.Function)
+	}
 	if o.Database != nil {
 		o.Database.Connections().AllowDefaultPortFrom(po.Function, jsii.String("sqsworker outbox relay"))
 	}
@@ -360,9 +368,8 @@ func (jq *JobQueue) postgresOutbox() {
 		fmt.Sprintf("The oldest pending row of the PostgreSQL outbox is over %s old: the relay is not keeping up, or not running.", o.OldestPendingAlarm),
 		metric(MetricOutboxOldestAge, "Maximum"), o.OldestPendingAlarm.Seconds())
 
-	// cdk-nag: CDK attaches the AWS-managed VPC access policy to a function in a VPC (ENI
-	// management, which has no resource-level scoping), and the grants above name this stack's
-	// schedule group with a wildcard for the per-job schedules.
+	// cdk-nag: the grants above name this stack's schedule group with a wildcard for the per-job
+	// schedules (the VPC access policy carries its own suppression, vpc.go).
 	rules := []nagRule{{
 		ID:     "AwsSolutions-IAM5",
 		Reason: "The relay manages one-time schedules of delayed jobs in this stack's group only: schedule/<group>/*, since their names are per job.",
@@ -371,13 +378,6 @@ func (jq *JobQueue) postgresOutbox() {
 	}}
 	if dp := po.Role.Node().TryFindChild(jsii.String("DefaultPolicy")); dp != nil && jq.ScheduleGroup != nil {
 		suppress(dp, rules...)
-	}
-	if o.Vpc != nil {
-		suppress(po.Role, nagRule{
-			ID:        "AwsSolutions-IAM4",
-			Reason:    "AWSLambdaVPCAccessExecutionRole, which CDK attaches to a function in a VPC: the ENI actions it allows cannot be scoped to resources.",
-			AppliesTo: []any{"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"},
-		})
 	}
 	out := awscdk.NewCfnOutput(c, jsii.String("PgRelayFunctionName"), &awscdk.CfnOutputProps{
 		Value: po.Function.FunctionName(), Description: jsii.String("The PostgreSQL outbox relay function"),
