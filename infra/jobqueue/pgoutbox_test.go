@@ -204,7 +204,7 @@ func TestPostgresOutboxScheduleTrust(t *testing.T) {
 	checkSchedulerTrust(t, tmpl, "JobsPgRelayScheduleRole", "JobsOutboxScheduleGroup.Arn")
 }
 
-var pgSecretByName, pgSecretKeyed synth
+var pgSecretByName synth
 
 // pgSecretByNameProps: a relay without a VPC reading a secret imported by name.
 func pgSecretByNameProps(stack awscdk.Stack) Props {
@@ -213,8 +213,8 @@ func pgSecretByNameProps(stack awscdk.Stack) Props {
 }
 
 // TestPostgresOutboxSecretGrant: a secret imported by name is granted with the "-??????" of its
-// random suffix (as CDK's GrantRead), and a secret with a customer key adds kms:Decrypt on the key
-// through Secrets Manager only; nothing but GetSecretValue on the secret either way.
+// random suffix (as CDK's GrantRead), GetSecretValue only, and no KMS action (its key is
+// aws/secretsmanager unless DatabaseSecretKey says otherwise: TestPostgresOutboxSecretKeyGrant).
 func TestPostgresOutboxSecretGrant(t *testing.T) {
 	tmpl, _ := pgSecretByName.getWith(t, pgSecretByNameProps)
 	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
@@ -224,37 +224,6 @@ func TestPostgresOutboxSecretGrant(t *testing.T) {
 		"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:app-db-??????": {"secretsmanager:GetSecretValue"},
 	})
 
-	tmpl, _ = pgSecretKeyed.getWith(t, func(stack awscdk.Stack) Props {
-		key := awskms.NewKey(stack, jsii.String("SecretKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-		secret := awssecretsmanager.NewSecret(stack, jsii.String("DatabaseSecret"), &awssecretsmanager.SecretProps{EncryptionKey: key})
-		return Props{Name: "pgk", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
-	})
-	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
-		"JobsPgRelayLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:              sendOnly,
-		tableArn:              {"dynamodb:PutItem"},
-		"DatabaseSecret":      {"secretsmanager:GetSecretValue"},
-	})
-	// CDK writes the grant on a key of the same stack into the key's policy (as GrantRead does).
-	n := 0
-	for _, k := range *tmpl.FindResources(jsii.String("AWS::KMS::Key"), nil) {
-		for _, st := range (*k)["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"].([]any) {
-			st := st.(map[string]any)
-			if render(st["Principal"].(map[string]any)["AWS"]) != "JobsPgRelayRole.Arn" {
-				continue
-			}
-			n++
-			if st["Action"] != "kms:Decrypt" || render(st["Resource"]) != "*" {
-				t.Errorf("key policy gives the relay %v on %v, want kms:Decrypt on the key", st["Action"], st["Resource"])
-			}
-			if c := render(st["Condition"]); c != `{"StringEquals":{"kms:ViaService":{"Fn::Join":["",["secretsmanager.",{"Ref":"AWS::Region"},".amazonaws.com"]]}}}` {
-				t.Errorf("kms:Decrypt without kms:ViaService secretsmanager: %s", c)
-			}
-		}
-	}
-	if n != 1 {
-		t.Errorf("%d key policy statements for the relay, want 1 (kms:Decrypt through Secrets Manager)", n)
-	}
 }
 
 func TestPostgresOutboxAlarms(t *testing.T) {
@@ -344,6 +313,10 @@ func TestPostgresOutboxValidate(t *testing.T) {
 		{"bad table", PostgresOutboxProps{DSN: "x", Table: "Outbox"}, `Table="Outbox"`},
 		{"bad sslmode", PostgresOutboxProps{DSN: "x", SSLMode: "yes"}, `SSLMode="yes"`},
 		{"relative root cert", PostgresOutboxProps{DSN: "x", SSLRootCert: "rds.pem"}, `SSLRootCert="rds.pem"`},
+		{"key without secret", PostgresOutboxProps{DSN: "x", DatabaseSecretKey: awskms.Key_FromKeyArn(secret.Stack(), jsii.String("K"), jsii.String(importedSecretKeyArn))},
+			"DatabaseSecretKey needs DatabaseSecret"},
+		{"alias key", PostgresOutboxProps{DatabaseSecret: secret, DatabaseSecretKey: awskms.Alias_FromAliasName(secret.Stack(), jsii.String("A"), jsii.String("alias/db"))},
+			"DatabaseSecretKey is an alias"},
 		{"database without vpc", PostgresOutboxProps{DSN: "x", Database: awsec2.NewConnections(nil)}, "Database needs Vpc"},
 		{"schedule too short", PostgresOutboxProps{DSN: "x", Schedule: 30 * time.Second}, "Schedule=30s"},
 		{"schedule not minutes", PostgresOutboxProps{DSN: "x", Schedule: 90 * time.Second}, "Schedule=1m30s"},

@@ -262,3 +262,45 @@ func TestNoRoleDeletesPayloads(t *testing.T) {
 		t.Error("no shape has the payload bucket")
 	}
 }
+
+// TestRelaySecretKeyGrant: in every shape whose PostgreSQL relay reads a secret under a customer
+// key (the key the secret names, or PostgresOutboxProps.DatabaseSecretKey for an imported one),
+// the relay's role is allowed kms:Decrypt on that key, through Secrets Manager only; without it
+// every read of the secret is refused. At least one shape has such a secret.
+func TestRelaySecretKeyGrant(t *testing.T) {
+	keyed := 0
+	for _, s := range shapes(t) {
+		o := s.JobQueue.Props.PostgresOutbox
+		if o == nil || o.DatabaseSecret == nil {
+			continue
+		}
+		var keys []string
+		for _, k := range []interface{ KeyArn() *string }{o.DatabaseSecret.EncryptionKey(), o.DatabaseSecretKey} {
+			if k != nil && k.KeyArn() != nil && !strings.Contains(*k.KeyArn(), "${Token") {
+				keys = append(keys, *k.KeyArn())
+			}
+		}
+		var role string
+		for id, r := range s.ofType("AWS::IAM::Role") {
+			if s.path(r) == "Jobs/PgRelayRole/Resource" {
+				role = id
+			}
+		}
+		gs := s.allowed(role)["kms:Decrypt"]
+		for _, k := range keys {
+			keyed++
+			ok := false
+			for _, g := range gs {
+				if g.resource == k && strings.HasPrefix(render(g.condition), `{"StringEquals":{"kms:ViaService":{"Fn::Join":["",["secretsmanager.",{"Ref":"AWS::Region"},".amazonaws.com"]]}}}`) {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s: the relay's secret is under the key %s, but its role is allowed kms:Decrypt only on %v", s.stack, k, gs)
+			}
+		}
+	}
+	if keyed == 0 {
+		t.Error("no shape's relay reads a secret under a customer key of a known ARN: add one to All")
+	}
+}
