@@ -24,10 +24,9 @@ import (
 
 // Defaults and limits of ApiProps.
 const (
-	DefaultApiAsset               = "../dist/api-arm64.zip"
-	DefaultApiMemoryMB            = 256
-	DefaultApiTimeout             = 10 * time.Second
-	DefaultApiReservedConcurrency = 10
+	DefaultApiAsset    = "../dist/api-arm64.zip"
+	DefaultApiMemoryMB = 256
+	DefaultApiTimeout  = 10 * time.Second
 	// ApiMaxArgsBytesLimit is the largest args limit functions/api accepts (its
 	// config.MaxArgsBytesLimit: SQS's 1 MiB less 8 KiB for the worker and 4 KiB of envelope).
 	ApiMaxArgsBytesLimit = 1<<20 - 12<<10
@@ -85,8 +84,13 @@ type ApiProps struct {
 	// FunctionUrlAuthType_NONE makes the URL public, only when set explicitly, and then raises
 	// the cdk-nag error ApiPublicUrlRule, which must be suppressed with a reason.
 	AuthType awslambda.FunctionUrlAuthType
-	// ReservedConcurrency throttles the API: at most this many requests run at once, the rest
-	// get 429 from Lambda (the api-throttles alarm). Defaults to 10.
+	// ReservedConcurrency, when set, reserves this many concurrent executions of the account for
+	// the API and caps it there: it can never be starved by other functions, at most this many
+	// requests run at once, and the rest get 429 from Lambda (the api-throttles alarm). Lambda
+	// refuses a reservation that leaves the account fewer than 100 unreserved executions, so it
+	// needs an account quota of at least 100 + the stack's reservations (new accounts often have
+	// far less than the usual 1,000). Defaults to 0: no reservation, the API scales with the
+	// account's unreserved concurrency. See infra/README.md, "Reserved concurrency".
 	ReservedConcurrency int
 	// ShowDetails lets GET /jobs/{id} show the key, the last error, the stored result and the
 	// dead-letter reason (SQSWORKER_API_SHOW_DETAILS). Defaults to false.
@@ -139,9 +143,6 @@ func (a ApiProps) withDefaults() ApiProps {
 	if a.Timeout == 0 {
 		a.Timeout = DefaultApiTimeout
 	}
-	if a.ReservedConcurrency == 0 {
-		a.ReservedConcurrency = DefaultApiReservedConcurrency
-	}
 	if a.AuthType == "" {
 		a.AuthType = awslambda.FunctionUrlAuthType_AWS_IAM
 	}
@@ -178,8 +179,8 @@ func (a ApiProps) validate() []error {
 	if a.AuthType != awslambda.FunctionUrlAuthType_AWS_IAM && a.AuthType != awslambda.FunctionUrlAuthType_NONE {
 		bad("AuthType=%q must be awslambda.FunctionUrlAuthType_AWS_IAM or FunctionUrlAuthType_NONE", a.AuthType)
 	}
-	if a.ReservedConcurrency < 1 || a.ReservedConcurrency > 1000 {
-		bad("ReservedConcurrency=%d must be between 1 and 1000", a.ReservedConcurrency)
+	if a.ReservedConcurrency < 0 {
+		bad("ReservedConcurrency=%d must not be negative (0: no reservation)", a.ReservedConcurrency)
 	}
 	if a.MemoryMB < 128 || a.MemoryMB > 10240 {
 		bad("MemoryMB=%d must be between 128 and 10240", a.MemoryMB)
@@ -333,17 +334,19 @@ func (jq *JobQueue) api() {
 		env[k] = jsii.String(v)
 	}
 	fnProps := &awslambda.FunctionProps{
-		Role:                         api.Role,
-		LogGroup:                     api.LogGroup,
-		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:                 awslambda.Architecture_ARM_64(),
-		Handler:                      jsii.String("bootstrap"),
-		Code:                         awslambda.Code_FromAsset(jsii.String(a.Asset), nil),
-		MemorySize:                   jsii.Number(float64(a.MemoryMB)),
-		Timeout:                      secs(a.Timeout),
-		Environment:                  &env,
-		ReservedConcurrentExecutions: jsii.Number(float64(a.ReservedConcurrency)),
-		Description:                  jsii.String("sqsworker HTTP producer: POST /jobs, GET /jobs/{id}"),
+		Role:         api.Role,
+		LogGroup:     api.LogGroup,
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(a.Asset), nil),
+		MemorySize:   jsii.Number(float64(a.MemoryMB)),
+		Timeout:      secs(a.Timeout),
+		Environment:  &env,
+		Description:  jsii.String("sqsworker HTTP producer: POST /jobs, GET /jobs/{id}"),
+	}
+	if a.ReservedConcurrency > 0 {
+		fnProps.ReservedConcurrentExecutions = jsii.Number(float64(a.ReservedConcurrency))
 	}
 	if a.SchemaDir != "" {
 		api.Schemas = awslambda.NewLayerVersion(c, jsii.String("Schemas"), &awslambda.LayerVersionProps{
@@ -362,8 +365,9 @@ func (jq *JobQueue) api() {
 	}
 
 	// Sending is all it needs of GrantEnqueue: it refuses delays beyond SQS's 15 minutes, so it
-	// never schedules (no Scheduler actions, no iam:PassRole).
-	jq.grantSend(jq.Queue, api.Function)
+	// never schedules (no Scheduler actions, no iam:PassRole), and its producer looks nothing up
+	// (sqs:SendMessage only, SendOnlyActions).
+	jq.grantSendOnly(jq.Queue, api.Function)
 	if !a.DisableStatus {
 		table := jq.Table.TableArn()
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
@@ -381,7 +385,7 @@ func (jq *JobQueue) api() {
 	sumOver := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
 	jq.alarm("Api5xxAlarm", AlarmApi5xx, "The HTTP producer answered 5xx: SQS or DynamoDB failed (the function's log says which), or the function failed or timed out.",
 		api.Function.Metric(jsii.String("Url5xxCount"), sumOver), 1)
-	jq.alarm("ApiThrottlesAlarm", AlarmApiThrottles, "The HTTP producer was throttled (callers got 429): more requests at once than Api.ReservedConcurrency.",
+	jq.alarm("ApiThrottlesAlarm", AlarmApiThrottles, "The HTTP producer was throttled (callers got 429): more requests at once than Api.ReservedConcurrency, or than the account's unreserved concurrency left.",
 		api.Function.MetricThrottles(sumOver), 1)
 
 	o := awscdk.NewCfnOutput(jq.Construct, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{

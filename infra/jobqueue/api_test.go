@@ -92,8 +92,8 @@ func iamShape(t *testing.T) (assertions.Template, *JobQueue, awscdk.Stack) {
 	}, nil)
 }
 
-// TestApiDefaultShape: the function with its allow-list, reserved concurrency and the schema
-// layer, a function URL with AuthType AWS_IAM, the output JobsApiUrl, and nothing public.
+// TestApiDefaultShape: the function with its allow-list and the schema layer and no reserved
+// concurrency, a function URL with AuthType AWS_IAM, the output JobsApiUrl, and nothing public.
 func TestApiDefaultShape(t *testing.T) {
 	tmpl, _, _ := iamShape(t)
 	check(t, func() {
@@ -103,7 +103,7 @@ func TestApiDefaultShape(t *testing.T) {
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 			"Runtime": "provided.al2023", "Architectures": []any{"arm64"}, "Handler": "bootstrap",
-			"ReservedConcurrentExecutions": 10, "MemorySize": 256, "Timeout": 10,
+			"ReservedConcurrentExecutions": assertions.Match_Absent(), "MemorySize": 256, "Timeout": 10,
 			"Layers": assertions.Match_AnyValue(),
 			"Environment": map[string]any{"Variables": map[string]any{
 				EnvAPIKinds:        "email.send,report.build=262144",
@@ -148,14 +148,14 @@ func TestApiGrants(t *testing.T) {
 	tmpl, _, _ := iamShape(t)
 	checkGrants(t, "JobsApiRole", grants(t, tmpl, "JobsApiRole"), map[string][]string{
 		"JobsApiLogs.Arn":         {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:                  send,
+		queueArn:                  sendOnly,
 		tableArn:                  ApiTableActions,
 		tableArn + "/index/by_id": {"dynamodb:Query"},
 	})
 	tmpl, _, _ = apiNoStatus.get(t, func() Props { return apiProps("nostatus", ApiProps{Kinds: defaultApi.Kinds[:1], DisableStatus: true}) }, nil)
 	checkGrants(t, "JobsApiRole", grants(t, tmpl, "JobsApiRole"), map[string][]string{
 		"JobsApiLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:          send,
+		queueArn:          sendOnly,
 	})
 	check(t, func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
@@ -332,6 +332,7 @@ func TestApiValidate(t *testing.T) {
 		{"schema file without a dir", ApiProps{Asset: api, Kinds: []ApiKind{{Kind: "a", SchemaFile: "a.json"}}}, []string{"needs SchemaDir"}},
 		{"auth and limits", ApiProps{Asset: api, Kinds: defaultApi.Kinds[:1], AuthType: "AWS", ReservedConcurrency: -1, MemoryMB: 64, Timeout: 1500e6},
 			[]string{`Api.AuthType="AWS"`, "Api.ReservedConcurrency=-1", "Api.MemoryMB=64", "Api.Timeout=1.5s"}},
+		{"large reservation", ApiProps{Asset: api, Kinds: defaultApi.Kinds[:1], ReservedConcurrency: 3000}, nil},
 		{"environment too large", ApiProps{Asset: api, Kinds: []ApiKind{{Kind: "a", Schema: `{"description":"` + strings.Repeat("x", 4000) + `"}`}}},
 			[]string{"above Lambda's 4 KB for all variables"}},
 	} {
@@ -357,6 +358,31 @@ func TestApiValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+var apiReserved apiShape
+
+// TestApiReservedConcurrency: the API reserves concurrency only when ApiProps.ReservedConcurrency
+// asks for it (issue 23.2: a reservation by default failed the deploy on accounts whose quota
+// leaves less than 100 unreserved); the default shape reserves none (TestApiDefaultShape).
+func TestApiReservedConcurrency(t *testing.T) {
+	tmpl, jq, _ := apiReserved.get(t, func() Props {
+		return apiProps("reserved", ApiProps{Kinds: defaultApi.Kinds[:1], ReservedConcurrency: 25})
+	}, nil)
+	check(t, func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Description": "sqsworker HTTP producer: POST /jobs, GET /jobs/{id}", "ReservedConcurrentExecutions": 25,
+		})
+	})
+	if jq.Props.Api.ReservedConcurrency != 25 {
+		t.Errorf("Props.Api.ReservedConcurrency = %d", jq.Props.Api.ReservedConcurrency)
+	}
+	tmpl, _, _ = iamShape(t)
+	for id, fn := range *tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		if r, ok := (*fn)["Properties"].(map[string]any)["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("default API shape: function %s reserves %v", id, r)
+		}
 	}
 }
 

@@ -114,7 +114,12 @@ const (
 
 var (
 	consume = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
-	send    = []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
+	// send is CDK's GrantSendMessages: sending and the look-ups of a principal that may look the
+	// queue up (GrantEnqueue's producers, such as the CLI; the worker on its queue and DLQ).
+	send = []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
+	// sendOnly is what a principal that only sends gets (the scheduler role, the API, the relays:
+	// their producer calls SendMessage and SendMessageBatch, authorized by sqs:SendMessage).
+	sendOnly = []string{"sqs:SendMessage"}
 	// The DynamoDB calls of the Lambda worker (functions/worker): pkg/idempotency's DynamoDBStore
 	// is its only table client, and it calls UpdateItem (claim, finish), GetItem (a refused
 	// claim, when the backend does not return the old item) and PutItem (replacing an expired
@@ -175,7 +180,9 @@ func TestWorkerGrantsEnqueuing(t *testing.T) {
 	})
 }
 
-// TestProducerAndSchedulerGrants checks GrantEnqueue and the scheduler role exactly.
+// TestProducerAndSchedulerGrants checks GrantEnqueue and the scheduler role exactly: the
+// scheduler role only sends (EventBridge Scheduler's SQS target and its dead-letter delivery need
+// sqs:SendMessage alone), a producer may also look the queue up (the CLI does).
 func TestProducerAndSchedulerGrants(t *testing.T) {
 	tmpl := std(t)
 	checkGrants(t, "Producer", grants(t, tmpl, "Producer"), map[string][]string{
@@ -184,8 +191,8 @@ func TestProducerAndSchedulerGrants(t *testing.T) {
 		schedRole:                {"iam:PassRole"},
 	})
 	checkGrants(t, "JobsSchedulerRole", grants(t, tmpl, "JobsSchedulerRole"), map[string][]string{
-		queueArn:    send,
-		schedDLQArn: send,
+		queueArn:    sendOnly,
+		schedDLQArn: sendOnly,
 	})
 }
 

@@ -118,6 +118,7 @@ func TestQueues(t *testing.T) {
 			"QueueName":            "demo-jobs",
 			"SqsManagedSseEnabled": true,
 			"VisibilityTimeout":    180,
+			"MaximumMessageSize":   1048576,
 			"RedrivePolicy": map[string]any{
 				"maxReceiveCount":     15,
 				"deadLetterTargetArn": assertions.Match_AnyValue(),
@@ -129,6 +130,7 @@ func TestQueues(t *testing.T) {
 			"QueueName":              "demo-jobs-dlq",
 			"SqsManagedSseEnabled":   true,
 			"MessageRetentionPeriod": 1209600,
+			"MaximumMessageSize":     1048576,
 		})
 	})
 	// TLS only: each queue policy denies requests without aws:SecureTransport.

@@ -231,10 +231,11 @@ func (jq *JobQueue) addOutbox() error {
 	})
 
 	ob.Failures = awssqs.NewQueue(c, jsii.String("OutboxRelayFailures"), &awssqs.QueueProps{
-		QueueName:       jsii.String(OutboxFailuresQueueName(p.Name)),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: secs(DLQRetention),
+		QueueName:           jsii.String(OutboxFailuresQueueName(p.Name)),
+		Encryption:          awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     secs(DLQRetention),
+		MaxMessageSizeBytes: jsii.Number(MaxMessageSize),
 	})
 	suppress(ob.Failures, nagRule{
 		ID:     "AwsSolutions-SQS3",

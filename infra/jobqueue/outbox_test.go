@@ -196,7 +196,7 @@ func TestOutboxRelayGrants(t *testing.T) {
 		ob + ".StreamArn":             streamRead,
 		"*":                           {"dynamodb:ListStreams"},
 		"JobsOutboxRelayFailures.Arn": send,
-		queueArn:                      send,
+		queueArn:                      sendOnly,
 		schedulesOf("shop-jobs"):      {"scheduler:CreateSchedule"},
 		schedRole:                     {"iam:PassRole"},
 	})

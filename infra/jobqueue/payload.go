@@ -63,9 +63,12 @@ var (
 	// PayloadWorkerActions (on every object of the bucket, so that a Java or Python producer
 	// writing to it with its own keys, a UUID at the root by default, is read as well): the
 	// worker reads a job's envelope and the done mark (GetObjectTagging; S3 also reports an
-	// object's tag count with GetObject only to a caller allowed it), and marks (PutObjectTagging)
-	// or deletes the object once the job is settled.
-	PayloadWorkerActions = []string{"s3:DeleteObject", "s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"}
+	// object's tag count with GetObject only to a caller allowed it), and marks the object done
+	// (PutObjectTagging) once the job is settled. No s3:DeleteObject: with PayloadCleanupMark,
+	// the cleanup this stack sets, the worker never deletes (pkg/worker calls DeleteObject only
+	// in cleanup mode "delete"); the rule "expire-done-payloads" removes marked objects. A worker
+	// main that sets SQSWORKER_PAYLOAD_CLEANUP=delete itself must be granted s3:DeleteObject.
+	PayloadWorkerActions = []string{"s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"}
 	// PayloadWorkerBucketActions (on the bucket): without s3:ListBucket, S3 answers 403 instead
 	// of 404 for a missing object, and the worker could not tell "payload_missing" from a
 	// refused read.
@@ -167,7 +170,7 @@ func suppressPayloadObjects(role awsiam.Role) {
 	}
 	suppress(pol, nagRule{
 		ID:        "AwsSolutions-IAM5",
-		Reason:    "Payload objects are named per job (sqsworker/<job id>): writes are granted on that prefix, reads, tags and deletes on this stack's payload bucket's objects only (also those of Java or Python producers, which use their own keys).",
+		Reason:    "Payload objects are named per job (sqsworker/<job id>): writes are granted on that prefix, reads and tags on this stack's payload bucket's objects only (also those of Java or Python producers, which use their own keys).",
 		AppliesTo: []any{map[string]any{"regex": "/^Resource::<.*PayloadBucket[0-9A-F]*\\.Arn>\\/(sqsworker\\/)?\\*$/"}},
 	})
 }

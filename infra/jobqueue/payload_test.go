@@ -77,7 +77,8 @@ func TestPayloadBucket(t *testing.T) {
 }
 
 // TestPayloadGrants: GrantEnqueue adds PutObject under sqsworker/ only; the worker gets PutObject
-// (re-sent copies) there, GetObject, DeleteObject and the tagging of the done mark on every object
+// (re-sent copies) there, GetObject and the tagging of the done mark on every object (no
+// DeleteObject: it runs with payload cleanup "mark", which tags and never deletes)
 // of the bucket (Java and Python producers use keys of their own), and ListBucket on the bucket
 // (so a missing object answers 404, not 403), on top of its usual grants.
 func TestPayloadGrants(t *testing.T) {
@@ -95,7 +96,7 @@ func TestPayloadGrants(t *testing.T) {
 		tableArn:                workerTable,
 		schedulesOf("big-jobs"): schedules,
 		schedRole:               {"iam:PassRole"},
-		bucketObjects:           {"s3:DeleteObject", "s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"},
+		bucketObjects:           {"s3:GetObject", "s3:GetObjectTagging", "s3:PutObjectTagging"},
 		bucketPrefix:            {"s3:PutObject"},
 		bucketArn:               {"s3:ListBucket"},
 	})

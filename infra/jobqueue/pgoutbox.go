@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -88,6 +90,17 @@ type PostgresOutboxProps struct {
 	// "password", "host", "port", "dbname"}: rds.DatabaseInstance's Secret() is one); the
 	// function reads it (and reads it again after a rotation). Either it or DSN is required.
 	DatabaseSecret awssecretsmanager.ISecret
+	// DatabaseSecretKey is the customer-managed KMS key DatabaseSecret is encrypted with, when
+	// CDK cannot know it: a secret imported by ARN or name (Secret_FromSecretCompleteArn,
+	// Secret_FromSecretNameV2) whose key is not the AWS managed key aws/secretsmanager. The
+	// function then gets kms:Decrypt on it, through Secrets Manager only (kms:ViaService
+	// secretsmanager.<region>.amazonaws.com), as it gets on the key of a secret that names its
+	// own (created in the stack, or imported with Secret_FromSecretAttributes and its
+	// EncryptionKey). Without it, an imported secret that names no key is read as one under
+	// aws/secretsmanager, which needs no grant; under a customer key its every read would be
+	// refused. The grant is in the function's role: a key of another account must also allow
+	// the role in its key policy. Needs DatabaseSecret; a key ARN, not an alias. Defaults to nil.
+	DatabaseSecretKey awskms.IKey
 	// DSN is the database's connection string, when there is no secret (a database that
 	// needs no password from the function, such as one with trust or certificate
 	// authentication). It is visible in the function's configuration: put no password in it.
@@ -106,7 +119,9 @@ type PostgresOutboxProps struct {
 	Table string
 	// Vpc places the function in the database's VPC (nil: no VPC, for a database reachable
 	// from Lambda's network). VpcSubnets picks the subnets (default: CDK's, the private ones),
-	// SecurityGroups the function's groups (default: one new group, all egress).
+	// SecurityGroups the function's groups (default: one new group, all egress). With Vpc the
+	// function's role also gets the EC2 network-interface actions Lambda needs to attach it
+	// (VpcAccessActions, in the policy PostgresOutbox.VpcAccess).
 	Vpc            awsec2.IVpc
 	VpcSubnets     *awsec2.SubnetSelection
 	SecurityGroups []awsec2.ISecurityGroup
@@ -142,6 +157,9 @@ type PostgresOutbox struct {
 	Schedule awsscheduler.CfnSchedule
 	// ScheduleRole is the role the schedule invokes the function with.
 	ScheduleRole awsiam.Role
+	// VpcAccess is the policy on Role that lets Lambda attach the function to
+	// PostgresOutboxProps.Vpc (VpcAccessActions; vpc.go), nil without a VPC.
+	VpcAccess awsiam.Policy
 }
 
 var pgTable = regexp.MustCompile(`^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$`)
@@ -180,6 +198,13 @@ func (o PostgresOutboxProps) validate() error {
 		bad("DatabaseSecret or DSN is required: the outbox's database")
 	case o.DatabaseSecret != nil && o.DSN != "":
 		bad("DatabaseSecret and DSN are both set: give one")
+	}
+	if o.DatabaseSecretKey != nil {
+		if o.DatabaseSecret == nil {
+			bad("DatabaseSecretKey needs DatabaseSecret: it is the key that secret is encrypted with")
+		} else if arn := o.DatabaseSecretKey.KeyArn(); arn != nil && strings.Contains(*arn, ":alias/") {
+			bad("DatabaseSecretKey is an alias (%s): give the key itself (awskms.Key_FromKeyArn with arn:…:key/<key id>), since an IAM grant on an alias's ARN does not cover the key", *arn)
+		}
 	}
 	if !pgTable.MatchString(o.Table) {
 		bad("Table=%q: a lower-case table name, optionally schema-qualified", o.Table)
@@ -310,6 +335,9 @@ func (jq *JobQueue) postgresOutbox() {
 		}
 	}
 	po.Function = awslambda.NewFunction(c, jsii.String("PgRelay"), fnProps)
+	if o.Vpc != nil {
+		po.VpcAccess = jq.grantVpcAccess("PgRelayVpcAccess", po.Role, po.Function)
+	}
 	if o.Database != nil {
 		o.Database.Connections().AllowDefaultPortFrom(po.Function, jsii.String("sqsworker outbox relay"))
 	}
@@ -320,7 +348,7 @@ func (jq *JobQueue) postgresOutbox() {
 		Grantee: po.Function, Actions: jsii.Strings(PgRelayTableActions...), ResourceArns: jsii.Strings(*jq.Table.TableArn()),
 	})
 	if o.DatabaseSecret != nil {
-		grantSecretValue(o.DatabaseSecret, po.Function)
+		grantSecretValue(o.DatabaseSecret, o.DatabaseSecretKey, po.Function)
 	}
 
 	// Every Schedule, with no retries: the next run is the retry, and a late one would only
@@ -360,9 +388,8 @@ func (jq *JobQueue) postgresOutbox() {
 		fmt.Sprintf("The oldest pending row of the PostgreSQL outbox is over %s old: the relay is not keeping up, or not running.", o.OldestPendingAlarm),
 		metric(MetricOutboxOldestAge, "Maximum"), o.OldestPendingAlarm.Seconds())
 
-	// cdk-nag: CDK attaches the AWS-managed VPC access policy to a function in a VPC (ENI
-	// management, which has no resource-level scoping), and the grants above name this stack's
-	// schedule group with a wildcard for the per-job schedules.
+	// cdk-nag: the grants above name this stack's schedule group with a wildcard for the per-job
+	// schedules (the VPC access policy carries its own suppression, vpc.go).
 	rules := []nagRule{{
 		ID:     "AwsSolutions-IAM5",
 		Reason: "The relay manages one-time schedules of delayed jobs in this stack's group only: schedule/<group>/*, since their names are per job.",
@@ -372,13 +399,6 @@ func (jq *JobQueue) postgresOutbox() {
 	if dp := po.Role.Node().TryFindChild(jsii.String("DefaultPolicy")); dp != nil && jq.ScheduleGroup != nil {
 		suppress(dp, rules...)
 	}
-	if o.Vpc != nil {
-		suppress(po.Role, nagRule{
-			ID:        "AwsSolutions-IAM4",
-			Reason:    "AWSLambdaVPCAccessExecutionRole, which CDK attaches to a function in a VPC: the ENI actions it allows cannot be scoped to resources.",
-			AppliesTo: []any{"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"},
-		})
-	}
 	out := awscdk.NewCfnOutput(c, jsii.String("PgRelayFunctionName"), &awscdk.CfnOutputProps{
 		Value: po.Function.FunctionName(), Description: jsii.String("The PostgreSQL outbox relay function"),
 	})
@@ -386,12 +406,24 @@ func (jq *JobQueue) postgresOutbox() {
 	jq.PostgresOutbox = po
 }
 
+// PgRelaySecretKeyActions are its calls on the customer key of DatabaseSecret, through Secrets
+// Manager (which decrypts the secret's value with the caller's permissions).
+var PgRelaySecretKeyActions = []string{"kms:Decrypt"}
+
 // grantSecretValue lets grantee read secret's value: secretsmanager:GetSecretValue on the secret
 // (the ARN CDK's GrantRead uses, with "-??????" for the random suffix when the secret was
-// imported by name), and, when the secret has a customer key, kms:Decrypt on it through Secrets
-// Manager only (kms:ViaService, as GrantRead does). Not GrantRead itself: it adds
-// secretsmanager:DescribeSecret, which the relay never calls.
-func grantSecretValue(secret awssecretsmanager.ISecret, grantee awsiam.IGrantable) {
+// imported by name), and kms:Decrypt (PgRelaySecretKeyActions) through Secrets Manager only
+// (kms:ViaService secretsmanager.<region>.amazonaws.com, as GrantRead conditions it) on the
+// secret's customer key: the one it names (EncryptionKey) and key, DatabaseSecretKey, when set.
+// Not GrantRead itself: it adds secretsmanager:DescribeSecret, which the relay never calls.
+//
+// The key grant is a statement in grantee's identity policy, for every key. CDK's
+// key.GrantDecrypt with a ViaServicePrincipal writes nothing for an imported key (a
+// ViaServicePrincipal adds no statement to a principal's policy, and an imported key's policy
+// cannot be changed), so the relay got no kms:Decrypt on the key of an imported secret, even one
+// imported with its EncryptionKey (issue 23.3). Same-account keys honour the identity policy
+// when their key policy delegates to the account, as CDK's and KMS's default key policies do.
+func grantSecretValue(secret awssecretsmanager.ISecret, key awskms.IKey, grantee awsiam.IGrantable) {
 	arn := secret.SecretFullArn()
 	if arn == nil {
 		arn = jsii.String(*secret.SecretArn() + "-??????")
@@ -399,8 +431,23 @@ func grantSecretValue(secret awssecretsmanager.ISecret, grantee awsiam.IGrantabl
 	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings(PgRelaySecretActions...), ResourceArns: &[]*string{arn},
 	})
-	if key := secret.EncryptionKey(); key != nil {
-		region := awscdk.Stack_Of(secret).Region()
-		key.GrantDecrypt(awskms.NewViaServicePrincipal(jsii.String("secretsmanager."+*region+".amazonaws.com"), grantee.GrantPrincipal()))
+	var keys []*string
+	for _, k := range []awskms.IKey{secret.EncryptionKey(), key} {
+		if k == nil {
+			continue
+		}
+		if a := k.KeyArn(); !slices.ContainsFunc(keys, func(b *string) bool { return *b == *a }) {
+			keys = append(keys, a)
+		}
 	}
+	if len(keys) == 0 {
+		return
+	}
+	region := awscdk.Stack_Of(secret).Region()
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: grantee, Actions: jsii.Strings(PgRelaySecretKeyActions...), ResourceArns: &keys,
+		Conditions: &map[string]*map[string]any{
+			"StringEquals": {"kms:ViaService": "secretsmanager." + *region + ".amazonaws.com"},
+		},
+	})
 }

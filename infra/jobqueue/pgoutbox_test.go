@@ -1,6 +1,7 @@
 package jobqueue
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/sqsworker/sqsworker/infra/internal/cfnread"
 )
 
 var pgOutboxStack synth
@@ -96,15 +99,102 @@ func TestPostgresOutboxGrants(t *testing.T) {
 	tmpl, _ := pgOutboxApp(t)
 	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
 		"JobsPgRelayLogs.Arn":  {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:               send,
+		queueArn:               sendOnly,
 		tableArn:               {"dynamodb:PutItem"},
 		"DatabaseSecret":       {"secretsmanager:GetSecretValue"},
 		schedulesOf("pg-jobs"): {"scheduler:CreateSchedule"},
 		schedRole:              {"iam:PassRole"},
+		"*":                    vpcAccess,
 	})
 	checkGrants(t, "JobsPgRelayScheduleRole", grants(t, tmpl, "JobsPgRelayScheduleRole"), map[string][]string{
 		"JobsPgRelay.Arn": {"lambda:InvokeFunction"},
 	})
+}
+
+// vpcAccess is what Lambda's developer guide lists for the role of a function in a VPC
+// (the EC2 actions of AWSLambdaVPCAccessExecutionRole), written out apart from VpcAccessActions.
+var vpcAccess = []string{"ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+	"ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:UnassignPrivateIpAddresses"}
+
+// TestPostgresOutboxVpcAccess: in a VPC, the relay's role (the construct's own, so CDK attaches
+// no AWSLambdaVPCAccessExecutionRole to it) has a policy of its own allowing exactly vpcAccess on
+// "*", and the function depends on it, so that the permissions exist when CloudFormation creates
+// the function; without a VPC there is no such policy and no EC2 action.
+func TestPostgresOutboxVpcAccess(t *testing.T) {
+	tmpl, jq := pgOutboxApp(t)
+	if jq.PostgresOutbox.VpcAccess == nil {
+		t.Fatal("PostgresOutbox.VpcAccess is nil with a VPC")
+	}
+	var polID string
+	for id, p := range *tmpl.FindResources(jsii.String("AWS::IAM::Policy"), nil) {
+		if !strings.HasPrefix(id, "JobsPgRelayVpcAccess") {
+			continue
+		}
+		if polID != "" {
+			t.Fatalf("two VPC access policies, %s and %s", polID, id)
+		}
+		polID = id
+		props := (*p)["Properties"].(map[string]any)
+		if got, want := render(props["Roles"]), `[{"Ref":"`+roleLogicalID(t, tmpl, "JobsPgRelayRole")+`"}]`; got != want {
+			t.Errorf("VPC access policy on %s, want %s (the relay's role)", got, want)
+		}
+		sts := props["PolicyDocument"].(map[string]any)["Statement"].([]any)
+		if len(sts) != 1 {
+			t.Fatalf("VPC access policy has %d statements, want 1: %v", len(sts), sts)
+		}
+		st := sts[0].(map[string]any)
+		var acts []string
+		for _, a := range list(st["Action"]) {
+			acts = append(acts, a.(string))
+		}
+		slices.Sort(acts)
+		if !slices.Equal(acts, vpcAccess) || st["Resource"] != "*" || st["Effect"] != "Allow" || st["Condition"] != nil {
+			t.Errorf("VPC access statement %v, want Allow %v on *", st, vpcAccess)
+		}
+	}
+	if polID == "" {
+		t.Fatal("no VPC access policy")
+	}
+	n := 0
+	for id, fn := range *tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		if !strings.HasPrefix(id, "JobsPgRelay") {
+			continue
+		}
+		n++
+		if deps := render((*fn)["DependsOn"]); !strings.Contains(deps, `"`+polID+`"`) {
+			t.Errorf("function %s depends on %s, not on the VPC access policy %s", id, deps, polID)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d relay functions", n)
+	}
+
+	tmpl, jq = pgSecretByName.getWith(t, pgSecretByNameProps)
+	if jq.PostgresOutbox.VpcAccess != nil {
+		t.Error("PostgresOutbox.VpcAccess is set without a VPC")
+	}
+	for _, st := range roleStatements(t, tmpl, "JobsPgRelayRole") {
+		for _, a := range st.Actions {
+			if strings.HasPrefix(a, "ec2:") {
+				t.Errorf("without a VPC the relay is allowed %s", a)
+			}
+		}
+	}
+}
+
+// roleLogicalID returns the logical id of the one role named prefix and CDK's hash.
+func roleLogicalID(t *testing.T, tmpl assertions.Template, prefix string) string {
+	t.Helper()
+	var ids []string
+	for id := range *tmpl.FindResources(jsii.String("AWS::IAM::Role"), nil) {
+		if cfnread.LogicalName(id) == prefix {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("roles %v for %s", ids, prefix)
+	}
+	return ids[0]
 }
 
 // TestPostgresOutboxScheduleTrust: only EventBridge Scheduler, for this account and for schedules
@@ -114,54 +204,26 @@ func TestPostgresOutboxScheduleTrust(t *testing.T) {
 	checkSchedulerTrust(t, tmpl, "JobsPgRelayScheduleRole", "JobsOutboxScheduleGroup.Arn")
 }
 
-var pgSecretByName, pgSecretKeyed synth
+var pgSecretByName synth
+
+// pgSecretByNameProps: a relay without a VPC reading a secret imported by name.
+func pgSecretByNameProps(stack awscdk.Stack) Props {
+	secret := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String("DatabaseSecret"), jsii.String("app-db"))
+	return Props{Name: "pgs", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
+}
 
 // TestPostgresOutboxSecretGrant: a secret imported by name is granted with the "-??????" of its
-// random suffix (as CDK's GrantRead), and a secret with a customer key adds kms:Decrypt on the key
-// through Secrets Manager only; nothing but GetSecretValue on the secret either way.
+// random suffix (as CDK's GrantRead), GetSecretValue only, and no KMS action (its key is
+// aws/secretsmanager unless DatabaseSecretKey says otherwise: TestPostgresOutboxSecretKeyGrant).
 func TestPostgresOutboxSecretGrant(t *testing.T) {
-	tmpl, _ := pgSecretByName.getWith(t, func(stack awscdk.Stack) Props {
-		secret := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String("DatabaseSecret"), jsii.String("app-db"))
-		return Props{Name: "pgs", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
-	})
+	tmpl, _ := pgSecretByName.getWith(t, pgSecretByNameProps)
 	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
 		"JobsPgRelayLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:              send,
+		queueArn:              sendOnly,
 		tableArn:              {"dynamodb:PutItem"},
 		"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:app-db-??????": {"secretsmanager:GetSecretValue"},
 	})
 
-	tmpl, _ = pgSecretKeyed.getWith(t, func(stack awscdk.Stack) Props {
-		key := awskms.NewKey(stack, jsii.String("SecretKey"), &awskms.KeyProps{EnableKeyRotation: jsii.Bool(true)})
-		secret := awssecretsmanager.NewSecret(stack, jsii.String("DatabaseSecret"), &awssecretsmanager.SecretProps{EncryptionKey: key})
-		return Props{Name: "pgk", DisableScheduling: true, PostgresOutbox: &PostgresOutboxProps{Asset: assetPath, DatabaseSecret: secret}}
-	})
-	checkGrants(t, "JobsPgRelayRole", grants(t, tmpl, "JobsPgRelayRole"), map[string][]string{
-		"JobsPgRelayLogs.Arn": {"logs:CreateLogStream", "logs:PutLogEvents"},
-		queueArn:              send,
-		tableArn:              {"dynamodb:PutItem"},
-		"DatabaseSecret":      {"secretsmanager:GetSecretValue"},
-	})
-	// CDK writes the grant on a key of the same stack into the key's policy (as GrantRead does).
-	n := 0
-	for _, k := range *tmpl.FindResources(jsii.String("AWS::KMS::Key"), nil) {
-		for _, st := range (*k)["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"].([]any) {
-			st := st.(map[string]any)
-			if render(st["Principal"].(map[string]any)["AWS"]) != "JobsPgRelayRole.Arn" {
-				continue
-			}
-			n++
-			if st["Action"] != "kms:Decrypt" || render(st["Resource"]) != "*" {
-				t.Errorf("key policy gives the relay %v on %v, want kms:Decrypt on the key", st["Action"], st["Resource"])
-			}
-			if c := render(st["Condition"]); c != `{"StringEquals":{"kms:ViaService":{"Fn::Join":["",["secretsmanager.",{"Ref":"AWS::Region"},".amazonaws.com"]]}}}` {
-				t.Errorf("kms:Decrypt without kms:ViaService secretsmanager: %s", c)
-			}
-		}
-	}
-	if n != 1 {
-		t.Errorf("%d key policy statements for the relay, want 1 (kms:Decrypt through Secrets Manager)", n)
-	}
 }
 
 func TestPostgresOutboxAlarms(t *testing.T) {
@@ -251,6 +313,10 @@ func TestPostgresOutboxValidate(t *testing.T) {
 		{"bad table", PostgresOutboxProps{DSN: "x", Table: "Outbox"}, `Table="Outbox"`},
 		{"bad sslmode", PostgresOutboxProps{DSN: "x", SSLMode: "yes"}, `SSLMode="yes"`},
 		{"relative root cert", PostgresOutboxProps{DSN: "x", SSLRootCert: "rds.pem"}, `SSLRootCert="rds.pem"`},
+		{"key without secret", PostgresOutboxProps{DSN: "x", DatabaseSecretKey: awskms.Key_FromKeyArn(secret.Stack(), jsii.String("K"), jsii.String(importedSecretKeyArn))},
+			"DatabaseSecretKey needs DatabaseSecret"},
+		{"alias key", PostgresOutboxProps{DatabaseSecret: secret, DatabaseSecretKey: awskms.Alias_FromAliasName(secret.Stack(), jsii.String("A"), jsii.String("alias/db"))},
+			"DatabaseSecretKey is an alias"},
 		{"database without vpc", PostgresOutboxProps{DSN: "x", Database: awsec2.NewConnections(nil)}, "Database needs Vpc"},
 		{"schedule too short", PostgresOutboxProps{DSN: "x", Schedule: 30 * time.Second}, "Schedule=30s"},
 		{"schedule not minutes", PostgresOutboxProps{DSN: "x", Schedule: 90 * time.Second}, "Schedule=1m30s"},

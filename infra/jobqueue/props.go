@@ -58,7 +58,11 @@ type Props struct {
 	MemoryMB int
 	// Timeout of the worker function (default 30s, at most 15 minutes).
 	Timeout time.Duration
-	// ReservedConcurrency of the worker function (0: none). Must be ≥ MaxConcurrency when set.
+	// ReservedConcurrency reserves this many of the account's concurrent executions for the
+	// worker and caps it there. Must be ≥ MaxConcurrency when set, and leave the account at
+	// least 100 unreserved (Lambda refuses the deploy otherwise). Defaults to 0: none, the
+	// event source's MaxConcurrency bounds the worker. See infra/README.md, "Reserved
+	// concurrency".
 	ReservedConcurrency int
 	// LogLevel, Concurrency and DeadlineMargin are passed as SQSWORKER_LOG_LEVEL,
 	// SQSWORKER_CONCURRENCY and SQSWORKER_DEADLINE_MARGIN when set.

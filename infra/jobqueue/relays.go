@@ -91,13 +91,14 @@ func (jq *JobQueue) relaySchedule(id string, fn awslambda.IFunction, rate time.D
 	return role, sched
 }
 
-// grantRelayEnqueue gives a relay exactly what its producer calls: SendMessage on the queue (with
-// the customer key's data-key actions, grantSend), with scheduling RelaySchedulerActions on the
+// grantRelayEnqueue gives a relay exactly what its producer calls: SendMessage on the queue and no
+// other SQS action (SendOnlyActions, with the customer key's data-key actions: grantSendOnly; the
+// producer calls SendMessage and SendMessageBatch only), with scheduling RelaySchedulerActions on the
 // stack's job schedule group and iam:PassRole on the scheduler role to Scheduler only (as
 // GrantEnqueue), and with payloads (the PostgreSQL relay) s3:PutObject on the payload bucket's
 // objects when there is one.
 func (jq *JobQueue) grantRelayEnqueue(grantee awsiam.IGrantable, payloads bool) {
-	jq.grantSend(jq.Queue, grantee)
+	jq.grantSendOnly(jq.Queue, grantee)
 	if payloads {
 		jq.grantEnqueuePayload(grantee)
 	}

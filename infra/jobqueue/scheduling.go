@@ -43,7 +43,8 @@ func (jq *JobQueue) scheduling() {
 		}),
 		Description: jsii.String("EventBridge Scheduler sends scheduled jobs to " + QueueName(p.Name, p.FIFO)),
 	})
-	jq.grantSend(jq.Queue, jq.SchedulerRole)
+	// Scheduler sends the job (an SQS target calls SendMessage) and looks nothing up.
+	jq.grantSendOnly(jq.Queue, jq.SchedulerRole)
 	// Schedules name this queue as their DeadLetterConfig: deliveries the scheduler cannot make
 	// (queue deleted, role broken) land here instead of being dropped. A standard queue even for
 	// FIFO stacks: Scheduler DLQs must be standard queues.
@@ -52,16 +53,21 @@ func (jq *JobQueue) scheduling() {
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: secs(DLQRetention),
+		// Scheduler's dead-letter event carries the schedule's input, the job.
+		MaxMessageSizeBytes: jsii.Number(MaxMessageSize),
 	})
-	jq.SchedulerDLQ.GrantSendMessages(jq.SchedulerRole)
+	// Scheduler's dead-letter delivery needs sqs:SendMessage alone ("Configuring a schedule's
+	// dead-letter queue", EventBridge Scheduler user guide).
+	jq.SchedulerDLQ.Grant(jq.SchedulerRole, *jsii.Strings(SendOnlyActions...)...)
 	suppress(jq.SchedulerDLQ, nagRule{
 		ID:     "AwsSolutions-SQS3",
 		Reason: "This queue is itself a dead-letter queue: schedules name it in their DeadLetterConfig, which cdk-nag cannot see (it only follows SQS redrive policies).",
 	})
 }
 
-// GrantEnqueue lets a producer send jobs: SendMessage on the queue (with kms:GenerateDataKey and
-// kms:Decrypt on the customer key when there is one) and, when scheduling is enabled, writing and
+// GrantEnqueue lets a producer send jobs: SendMessage on the queue, and the look-ups the sqsworker
+// CLI makes, GetQueueUrl and GetQueueAttributes (SendAndLookUpActions; with kms:GenerateDataKey
+// and kms:Decrypt on the customer key when there is one) and, when scheduling is enabled, writing and
 // deleting schedules in the group plus iam:PassRole on the scheduler role, to EventBridge
 // Scheduler only (iam:PassedToService, as AWS's AmazonEventBridgeSchedulerFullAccess policy
 // conditions it; https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html#ck_PassedToService);

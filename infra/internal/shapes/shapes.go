@@ -43,8 +43,9 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // schemas inline and in a layer, and public (AuthType NONE, its cdk-nag finding suppressed)
 // without the job table; the transactional outbox, on a standard and on a FIFO stack without
 // scheduling; the payload bucket (customer key, a worker that enqueues); the PostgreSQL outbox
-// relay in a VPC; the longest Name each part allows, with deletion protection; and both outboxes
-// in one stack. shapes_test.go checks rules every shape must keep.
+// relay in a VPC, reading an imported secret under a customer key; the longest Name each part
+// allows, with deletion protection; and both outboxes in one stack. shapes_test.go and
+// deploy_test.go check rules every shape must keep.
 var All = []Shape{
 	{"default", props(jobqueue.Props{Name: "sqsworker"}), nil},
 	{"fifo", props(jobqueue.Props{Name: "fifo", FIFO: true}), nil},
