@@ -43,6 +43,7 @@ var knownImports = map[string]string{
 	"signal":       "os/signal",
 	"syscall":      "syscall",
 	"time":         "time",
+	"testing":      "testing",
 	"json":         "encoding/json",
 	"bytes":        "bytes",
 	"strings":      "strings",
