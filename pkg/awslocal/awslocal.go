@@ -1,11 +1,3 @@
-// Package awslocal gives tests, the CLI and local runs an AWS backend: the embedded emulator
-// (github.com/sivchari/kumo, in-process) by default, or any endpoint named by AWS_ENDPOINT_URL
-// (LocalStack, another emulator, or a real account). LocalStack in Docker is the package
-// pkg/awslocal/localstack, which registers itself (see Register), so that this package does not
-// depend on testcontainers-go and the Docker client.
-//
-// It is never imported by a library package or a Lambda function: production code receives its
-// aws.Config from the caller.
 package awslocal
 
 import (

@@ -7,6 +7,14 @@
 // job queue with a fresh attempt budget, [DLQ.ReplaySchedulerDLQ] re-enqueues the jobs of failed
 // EventBridge Scheduler firings, and [DLQ.Purge] empties the DLQ.
 //
+//	d, err := dlq.New(dlq.Config{SQS: sqsClient, DLQURL: dlqURL, SourceURL: queueURL, Status: table})
+//	…
+//	msgs, err := d.Peek(ctx, 10)                       // each with its Failure: reason, error, attempts
+//	res, err := d.RedriveAll(ctx, dlq.RedriveOptions{}) // res.Moved of res.Total, each job once more
+//
+// No operation here deletes a dead letter before its copy is safely in the job queue, and a
+// redrive stopped halfway can be run again: every message is in one of the two queues.
+//
 // # Reading without losing
 //
 // SQS has no way to read a message without receiving it. Peek receives messages with a short

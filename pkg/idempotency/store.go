@@ -1,10 +1,3 @@
-// Package idempotency makes a job's side effects run once per job key, although SQS delivers at
-// least once. A [Store] keeps one record per job key (scoped by kind): the worker claims it with
-// one conditional write before running the job and completes or fails it afterwards. The same
-// record carries the job's status (pkg/status reads and lists it).
-//
-// Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
-// conformance suite in pkg/idempotency/idempotencytest.
 package idempotency
 
 import (
