@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,40 +21,18 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 )
 
-// The bootstrap and the RIE are built once for the tests of this file.
-var (
-	buildOnce          sync.Once
-	buildDir           string
-	bootstrap, riePath string
-	buildErr           error
-)
+// The bootstrap and the RIE are built once for the tests of this package.
+var build = rietest.Once{RIE: true}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	build.Remove()
 	os.Exit(code)
 }
 
 func built(t *testing.T) (bootstrapPath, rie string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		if buildDir, buildErr = os.MkdirTemp("", "api-rie"); buildErr != nil {
-			return
-		}
-		bootstrap = filepath.Join(buildDir, "bootstrap")
-		errs := make(chan error, 2)
-		go func() { errs <- rietest.Build(ctx, ".", bootstrap) }()
-		go func() { var err error; riePath, err = rietest.BuildRIE(ctx, buildDir); errs <- err }()
-		buildErr = errors.Join(<-errs, <-errs)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bootstrap, riePath
+	return build.Build(t)
 }
 
 // urlEvent is the function URL event (payload format 2.0) Lambda sends for an HTTP request, as a
