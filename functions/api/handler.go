@@ -174,6 +174,9 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 	if ct := header(req.Headers, "content-type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return reply(http.StatusUnsupportedMediaType, errorResponse{Error: fmt.Sprintf("content-type %q: send application/json", ct)})
 	}
+	if nestedDeeper(body, maxBodyDepth) {
+		return badRequest(fmt.Sprintf(`the body nests arrays and objects more than %d levels deep: "args" may nest at most %d (the args object is the first)`, maxBodyDepth, maxArgsDepth))
+	}
 	var in enqueueRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
