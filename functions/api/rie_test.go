@@ -150,16 +150,25 @@ func TestURLEventsUnderRIE(t *testing.T) {
 			}},
 		{"different body with that key → 409", urlEvent(t, "POST", "/jobs", `{"kind":"email.send","args":{"to":"bob@example.com"}}`, map[string]string{"idempotency-key": "welcome-ada"}), 409,
 			"was already used for a email.send job with another request (args, delay or group)", nil},
+		{"a key differing from the schema's only by case → 400", urlEvent(t, "POST", "/jobs", `{"kind":"email.send","args":{"to":"ada@example.com","TO":"x"}}`, nil), 400,
+			`"fields":[{"field":"/TO","error":"'TO' differs from the property 'to' only by case`, nil},
+		{"args nested 65 deep → 400", urlEvent(t, "POST", "/jobs", `{"kind":"report.build","args":{"n":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`}}`, nil), 400,
+			`\"args\" may nest at most 64`, nil},
 		{"GET → no details", nil, 200, `"state":"queued"`, func(t *testing.T, resp events.LambdaFunctionURLResponse) {
 			if strings.Contains(resp.Body, "welcome-ada") {
 				t.Errorf("GET shows the key without SQSWORKER_API_SHOW_DETAILS: %s", resp.Body)
 			}
 		}},
+		{"GET by another caller → 404", []byte("another caller"), 404, `no job with id`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			event := tc.event
-			if event == nil {
+			switch string(event) {
+			case "":
 				event = urlEvent(t, "GET", "/jobs/"+firstID, "", nil)
+			case "another caller":
+				event = urlEvent(t, "GET", "/jobs/"+firstID, "", nil)
+				event = []byte(strings.ReplaceAll(string(event), "assumed-role/web/session", "assumed-role/reports/session"))
 			}
 			resp := invoke(t, ctx, r, event)
 			if resp.StatusCode != tc.wantCode || !strings.Contains(resp.Body, tc.wantBody) {
