@@ -70,6 +70,8 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// One request at a time; GET reads twice at once: the SDK's 10 idle connections suffice.
+	config.SizePool(&awsCfg, 2)
 	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
 		return nil, nil, err
