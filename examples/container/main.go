@@ -127,7 +127,11 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	opts := []func(*config.LoadOptions) error{}
+	// An idle pool for what runs at once: the poller's slots, each with the worker's jobs (the
+	// SDK keeps 10 per host, and every call beyond them dials a new connection).
+	opts := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(poller.HTTPClient(poller.IdleConnsPerHost(s.concurrency, worker.DefaultConcurrency))),
+	}
 	if r := getenv("AWS_REGION"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}

@@ -49,5 +49,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// One pass at a time, its sends one after the other: the SDK's 10 idle connections suffice.
+	config.SizePool(&awsCfg, 2)
 	return newHandler(ctx, cfg, awsCfg, logger, metricsw, getenv("AWS_LAMBDA_FUNCTION_NAME"))
 }

@@ -63,6 +63,8 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// The outbox's claims and completes run dynamooutbox.DefaultConcurrency requests at once.
+	config.SizePool(&awsCfg, dynamooutbox.DefaultConcurrency+2)
 	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
 	if cfg.Scheduling() {
 		sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(awsCfg), Group: cfg.ScheduleGroup,

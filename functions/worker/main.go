@@ -59,6 +59,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	config.SizePool(&awsCfg, cfg.IdleConnsPerHost())
 
 	reg := jobs.NewRegistry()
 	if err := examplejobs.Register(reg, jobs.Exponential{}, examplejobs.NewSideEffects()); err != nil {
