@@ -304,7 +304,7 @@ func TestBrowserHostileJobs(t *testing.T) {
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	b := newBrowser(t, path)
-	b.open(srv.URL + "/?token=" + token) // the pages that peek at the DLQ need it
+	b.open(srv.URL + signInLink(t, c)) // the pages that peek at the DLQ need it
 	r := f.ids["resize"]
 	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/dlq", "/job?id=legacy-1", "/schedules", "/enqueue"} {
 		b.open(srv.URL + p)
@@ -328,6 +328,16 @@ func TestBrowserHostileJobs(t *testing.T) {
 		t.Errorf("the charts do not name the kinds: %q", kinds)
 	}
 	b.check("overview refresh")
+}
+
+// signInLink returns a one-time sign-in link of the console (its path).
+func signInLink(t *testing.T, c *console.Console) string {
+	t.Helper()
+	link, err := c.SignInLink(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return link
 }
 
 // postForm submits a POST form built in the page (what a crafted page or a curious operator
@@ -385,29 +395,30 @@ func TestBrowserRedriveAll(t *testing.T) {
 	b.expectOnly("read-only redrive", "403") // the browser logs the refused POST's 403
 	stillDead("read-only")
 
-	// Without the token: the Dead letters page asks to sign in, and a click on Redrive (the
-	// job's page offers it: the job is dead) is refused.
+	// Without the token: the Dead letters page asks to sign in, the dead job's page offers no
+	// action but a sign-in link, and a redrive posted anyway is refused.
 	b.open(srv.URL + "/dlq")
 	if n := eval[int](b, `document.querySelectorAll('#signin-to-peek').length + document.querySelectorAll('#redrive-all').length * 10`); n != 1 {
 		t.Errorf("the Dead letters page without the token: want a sign-in link and no Redrive all (got %d)", n)
 	}
 	b.expectOnly("dlq without the token", "401")
 	b.open(srv.URL + "/job?id=" + dead.ID)
-	if note := b.text("main"); !strings.Contains(note, "Sign in to see its dead letter") {
+	if note := b.text("#signin-to-see"); !strings.Contains(note, "Sign in to see its dead letter") {
 		t.Errorf("the dead job's page without the token says %q", note)
 	}
-	b.do("click redrive without the token",
-		chromedp.Click(chromedp.CSS("#redrive")),
-		chromedp.WaitVisible(chromedp.CSS("#page-error")),
-	)
+	if forms := eval[int](b, `document.querySelectorAll('form[method="post"]').length`); forms != 0 {
+		t.Errorf("the dead job's page offers %d action forms to a viewer who has not signed in", forms)
+	}
+	postForm(b, "/job/redrive", map[string]string{"id": dead.ID})
+	b.do("the refused redrive", chromedp.WaitVisible(chromedp.CSS("#page-error")))
 	if msg := b.text("#page-error"); !strings.Contains(msg, "needs the console's token") {
 		t.Errorf("without the token the page says %q", msg)
 	}
 	b.expectOnly("redrive without the token", "401")
 	stillDead("without the token")
 
-	// Sign in with the link the CLI prints, look around, take the screenshots.
-	b.open(srv.URL + "/?token=" + token)
+	// Sign in with the one-time link the CLI prints, look around, take the screenshots.
+	b.open(srv.URL + signInLink(t, c))
 	if mode := b.text("#mode"); mode != "signed in" {
 		t.Fatalf("after the token link: %q", mode)
 	}

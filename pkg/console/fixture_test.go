@@ -439,12 +439,15 @@ func (c *client) post(path string, form url.Values, headers ...string) (int, str
 	return resp.StatusCode, resp.Header.Get("Location"), string(b)
 }
 
-// signIn signs the client in with the token link.
+// signIn signs the client in with the sign-in form, as an operator who pastes the token.
 func (c *client) signIn() {
 	c.t.Helper()
-	code, body, _ := c.follow("/?token=" + token)
-	if code != http.StatusOK || !strings.Contains(body, "signed in") {
-		c.t.Fatalf("sign in: %d\n%s", code, body)
+	code, loc, body := c.post("/signin", url.Values{"token": {token}, "next": {"/"}})
+	if code != http.StatusSeeOther || loc != "/" {
+		c.t.Fatalf("sign in: %d %s\n%s", code, loc, body)
+	}
+	if code, body := c.get("/"); code != http.StatusOK || !strings.Contains(body, `id="mode">signed in`) {
+		c.t.Fatalf("after signing in: %d\n%s", code, body)
 	}
 }
 
