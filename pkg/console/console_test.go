@@ -262,7 +262,7 @@ func (fakeStatus) Get(context.Context, string, string) (status.Job, error) { ret
 func (fakeStatus) GetByID(context.Context, string) (status.Job, error)     { return fakeJob(), nil }
 
 func fakeJob() status.Job {
-	h := hostileScript + hostileImg + hostileUTF8
+	h := hostileScript + hostileImg + hostileUTF8 + hostileBidi
 	j := status.Job{}
 	j.Kind, j.Key, j.JobID, j.State, j.Reason, j.LastError, j.Result = "x.y", h, h, idempotency.StateDead, h, h+hostileLong, h
 	return j
