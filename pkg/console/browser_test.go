@@ -47,6 +47,7 @@ func chromium(t *testing.T) string {
 type browser struct {
 	t      *testing.T
 	ctx    context.Context
+	dir    string // the profile (user data) directory
 	mu     sync.Mutex
 	errors []string
 	// drains counts the drain markers written (drain) and seen (the listener): the browser
@@ -61,6 +62,7 @@ const drainMarker = "sqsworker-console-test-drain-"
 // newBrowser starts Chromium (path, from chromium). Start it after the servers it visits, so
 // that its final drain, a cleanup, runs before theirs close them.
 func newBrowser(t *testing.T, path string) *browser {
+	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -73,13 +75,13 @@ func newBrowser(t *testing.T, path string) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	b := &browser{t: t, ctx: ctx}
+	b := &browser{t: t, ctx: ctx, dir: dir}
 	// The first call starts the browser: without a timeout, which would stop the browser.
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start Chromium (%s): %v", path, err)
