@@ -243,7 +243,6 @@ func TestBrowserDeadLettersLayout(t *testing.T) {
 			t.Errorf("at %d px the page scrolls sideways", width)
 		}
 	}
-	b.shot("dead-letters-layout")
 	b.check("layout")
 }
 
