@@ -362,7 +362,7 @@ func postForm(b *browser, action string, fields map[string]string) {
 func TestBrowserRedriveAll(t *testing.T) {
 	path := chromium(t)
 	f := newFixture(t, fixtureOptions{healable: true})
-	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second })
+	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second; c.Emulator = true })
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	ro, _ := f.console(func(c *console.Config) { c.ReadOnly = true; c.Token = "" })
