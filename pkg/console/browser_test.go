@@ -311,7 +311,19 @@ func TestBrowserHostileJobs(t *testing.T) {
 	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/dlq", "/job?id=legacy-1", "/schedules", "/enqueue"} {
 		b.open(srv.URL + p)
 		b.check(p)
+		checkEscaped(t, p+" as the browser shows it", eval[string](b, `document.documentElement.innerText`), false)
 	}
+	// The dead letter that is no job: its body, shown as text to a signed-in operator, with a
+	// Delete and no Redrive.
+	b.open(srv.URL + "/dlq")
+	b.open(eval[string](b, `document.querySelector("a.message-link").href`))
+	if body := b.text("#body"); !strings.Contains(body, "hello from a shell script") || !strings.Contains(body, `\u202e`) {
+		t.Errorf("the dead letter that is no job shows %q", body)
+	}
+	if n := eval[int](b, `document.querySelectorAll("#delete-message").length + 10 * document.querySelectorAll("#redrive").length`); n != 1 {
+		t.Errorf("the dead letter that is no job: want a Delete and no Redrive (got %d)", n)
+	}
+	b.check("the dead letter that is no job")
 	b.open(srv.URL + "/job?id=legacy-1")
 	if reason := b.text("#dl-reason"); reason != "unknown_kind" {
 		t.Errorf("the dead letter without a record (from the Dead letters page's peek) says %q", reason)
