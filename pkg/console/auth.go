@@ -358,7 +358,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	next := safeNext(c, q.Get("next"))
 	failed := q.Get("failed")
-	if q.Has("code") {
+	if q.Has("code") && r.Method == http.MethodGet { // a HEAD (a link checker) uses up nothing
 		if !c.cfg.ReadOnly && c.cfg.Token != "" && c.sessions.useCode(q.Get("code"), c.cfg.Now()) {
 			c.startSession(w, r)
 			http.Redirect(w, r, next, http.StatusSeeOther)

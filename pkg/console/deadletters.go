@@ -479,7 +479,7 @@ func (c *Console) startRedrive(who string) error {
 		st.Moved, st.Total, st.LeftBehind = res.Moved, max(res.Total, res.Moved), res.LeftBehind
 		st.Method, st.TaskHandle = res.Method, res.TaskHandle
 		if err != nil {
-			st.Error = clean(err.Error())
+			st.Error = c.backendError("The redrive stopped", err)
 		}
 		rr.mu.Unlock()
 		args := []any{"action", "dlq.redrive_all", "who", who, "moved", res.Moved, "total", res.Total,

@@ -284,6 +284,10 @@ func TestSignInLinks(t *testing.T) {
 	if err != nil || !strings.HasPrefix(link, "/signin?code=") || strings.Contains(link, token) {
 		t.Fatalf("SignInLink: %q, %v", link, err)
 	}
+	// A HEAD request (a link checker, a preview) uses nothing up.
+	if r := rawRequest(t, http.MethodHead, srv.URL+link, "", nil); sessionOf(r.cookies) != nil {
+		t.Error("a HEAD request of the link signed in")
+	}
 	r := rawRequest(t, http.MethodGet, srv.URL+link, "", nil)
 	ck := sessionOf(r.cookies)
 	if r.code != http.StatusSeeOther || ck == nil || !signedInWith(t, srv.URL, ck) {
