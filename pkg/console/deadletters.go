@@ -21,7 +21,7 @@ type dlqRow struct {
 	ID, MessageID                    string
 	JobID, JobIDFull, Kind, Reason   string
 	Error, Href, MessageHref         string
-	FailedAt, SentAt                 when
+	FailedAt                         when
 	Attempts                         int
 	Malformed, CanRedrive, CanDelete bool
 }
@@ -190,7 +190,7 @@ func (c *Console) toDLQRow(m dlq.Message, canAct bool) dlqRow {
 	row := dlqRow{
 		ID: raw(m.JobID), MessageID: raw(m.MessageID),
 		JobID: clip(orDash(m.JobID), 80), JobIDFull: clean(m.JobID), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
-		FailedAt: c.when(m.FailedAt), SentAt: c.when(m.SentAt), Attempts: m.Attempts, Malformed: malformed(m),
+		FailedAt: c.when(m.FailedAt), Attempts: m.Attempts, Malformed: malformed(m),
 		MessageHref: c.link("/dlq/message", url.Values{"id": {m.MessageID}}),
 	}
 	if m.Failure != nil {
@@ -224,7 +224,6 @@ type dlqData struct {
 	InFlight    bool // the peek saw nothing, but the DLQ holds messages (in flight)
 	Purging     bool // a purge from this console may still be deleting the messages
 	PurgedAt    when
-	Approximate bool // the backend is an emulator: the depth's split is approximate
 }
 
 // refuseCrossSite answers a cross-site request for a page that would peek at the DLQ with 403:
@@ -260,7 +259,7 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	data := dlqData{Queue: clean(c.dlqName), PurgeName: raw(c.dlqName), PeekLimit: c.cfg.PeekLimit, PeekEvery: duration(c.cfg.PeekCacheFor),
-		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running(), Approximate: c.cfg.Emulator}
+		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running()}
 	line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL)
 	if line.Visible != nil {
 		data.Depth = strconv.Itoa(*line.Visible + deref(line.InFlight))
