@@ -5,7 +5,8 @@
 // receives (a crash or timeout safety net: no failure attribute). [DLQ.Peek] and [DLQ.Show] read
 // dead letters without losing them, [DLQ.RedriveAll] and [DLQ.RedriveJob] move them back to the
 // job queue with a fresh attempt budget, [DLQ.ReplaySchedulerDLQ] re-enqueues the jobs of failed
-// EventBridge Scheduler firings, and [DLQ.Purge] empties the DLQ.
+// EventBridge Scheduler firings, [DLQ.Purge] empties the DLQ, and [DLQ.DeleteMessage] deletes one
+// dead letter by its message id (one no redrive can heal, such as a body that is not a job).
 //
 //	d, err := dlq.New(dlq.Config{SQS: sqsClient, DLQURL: dlqURL, SourceURL: queueURL, Status: table})
 //	…
