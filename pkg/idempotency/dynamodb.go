@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
@@ -54,6 +55,13 @@ type DynamoDBConfig struct {
 // the one it read (same exp, upd and tok), and starts over if someone changed it meanwhile
 // (bounded). That second write happens only for records past their expiry that DynamoDB's TTL
 // has not deleted yet.
+//
+// Transaction conflicts: a write to a record that a DynamoDB transaction holds at that moment (the
+// transactional outbox writes a job's queued record in its transaction) is refused with a
+// TransactionConflictException, which the AWS SDK does not retry. Such a write changed nothing, so
+// the store sends it again, up to 6 times in all with a jittered backoff (at most 775 ms of waits;
+// internal/ddbretry); a claim still refused then fails with the error, and the middleware defers
+// the job (MiddlewareConfig.StoreRetryDelay).
 type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string
@@ -225,12 +233,12 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 // not found when it was deleted before it could be read), as claimUpdate does.
 func (s *DynamoDBStore) claimPut(ctx context.Context, req *ClaimRequest, pk string) (rec Record, claimed, found bool, err error) {
 	rec = freshRecord(req)
-	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.table),
 		Item:                                s.layout.Item(rec, s.shards),
 		ConditionExpression:                 aws.String("attribute_not_exists(" + AttrPK + ")"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, keepConnection)
+	})
 	if err == nil {
 		return rec, true, true, nil
 	}
@@ -330,7 +338,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 	}
 	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg)
 
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
 		ConditionExpression:                 aws.String(cond),
@@ -339,7 +347,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		ExpressionAttributeValues:           e.valuesOrNil(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, keepConnection)
+	})
 	if err == nil {
 		if rec, err = RecordFromItem(out.Attributes); err != nil {
 			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", pk, err)
@@ -365,13 +373,13 @@ func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, p
 	same(AttrExpires, ":oldExp", avN(old.ExpiresAt.Unix()), !old.ExpiresAt.IsZero())
 	same(AttrUpdated, ":oldUpd", avN(unixMs(old.UpdatedAt)), !old.UpdatedAt.IsZero())
 	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
 		Item:                      s.layout.Item(rec, s.shards),
 		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.valuesOrNil(),
-	}, keepConnection)
+	})
 	if err == nil {
 		return rec, true, nil
 	}
@@ -453,14 +461,14 @@ func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
 // conditionalUpdate runs an UpdateItem of the item pk whose failed condition means the claim is
 // lost.
 func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, pk, cond string, u *update) error {
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyOf(pk),
 		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String(u.String()),
 		ExpressionAttributeNames:  u.e.names,
 		ExpressionAttributeValues: u.e.valuesOrNil(),
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -578,10 +586,10 @@ func (s *DynamoDBStore) Put(ctx context.Context, r Record) error {
 	if r.Kind == "" || r.Key == "" || !validState(r.State) {
 		return fmt.Errorf("%w: put of a record without a Kind, Key or valid State (%q)", errInvalid, r.State)
 	}
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item:      s.layout.Item(r, s.shards),
-	}, keepConnection)
+	})
 	if err != nil {
 		return fmt.Errorf("idempotency: put %s: %w", s.layout.ItemKey(r.Kind, r.Key, r.JobID), err)
 	}
@@ -596,6 +604,20 @@ func (s *DynamoDBStore) Shards() int { return s.shards }
 
 // Layout returns the layout the store writes.
 func (s *DynamoDBStore) Layout() Layout { return s.layout }
+
+// putItem runs a PutItem, sent again while a transaction conflict refuses it (ddbretry).
+func (s *DynamoDBStore) putItem(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
+		return s.client.PutItem(ctx, in, keepConnection)
+	})
+}
+
+// updateItem runs an UpdateItem, sent again while a transaction conflict refuses it (ddbretry).
+func (s *DynamoDBStore) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return s.client.UpdateItem(ctx, in, keepConnection)
+	})
+}
 
 // keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
 // under a race in its HTTP layer and repeat the write (see internal/sdkhttp).
