@@ -107,7 +107,7 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 	}
 	cond := "attribute_exists(#pk) AND #st = :old AND (attribute_not_exists(#exp) OR #exp > :now)"
 	cond += unchangedSince(old, values)
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
 		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease"),
