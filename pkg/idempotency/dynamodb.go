@@ -336,7 +336,9 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 	} else {
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
 	}
-	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg)
+	// A dead job claimed again (redriven) is no longer dead: its reason and dead-lettered message
+	// go (its last error stays, to show what happened before).
+	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason)
 
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),

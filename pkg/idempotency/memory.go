@@ -50,6 +50,7 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	rec := old
 	rec.Kind, rec.Key, rec.JobID = req.Kind, req.Key, req.JobID
 	rec.State, rec.Token, rec.LeaseUntil = StateRunning, req.Token, msTime(req.LeaseUntil)
+	rec.Reason, rec.DeadMessageID = "", "" // a dead job claimed again is no longer dead
 	if req.PayloadHash != "" {
 		rec.PayloadHash = req.PayloadHash
 	}

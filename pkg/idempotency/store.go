@@ -59,13 +59,16 @@ type Record struct {
 	PayloadHash string
 	// LastError is the last failure's error text (truncated); kept after a later success.
 	LastError string
-	// Reason is the dead-letter reason of a dead record.
+	// Reason is the dead-letter reason of a dead record, or the reason given to a cancellation.
+	// A claim removes it (a dead job claimed again, after a redrive, is no longer dead), and so
+	// does pkg/status's reset for a redrive; LastError stays.
 	Reason string
 	// Result is what a succeeded job stored with SetResult (at most MaxResultBytes), for
 	// status lookups; duplicates are acknowledged without running.
 	Result string
 	// DeadMessageID is the SQS message whose run made the record dead. That message coming back
-	// (its DLQ send failed) must not run the job again; a redriven copy is a new message.
+	// (its DLQ send failed) must not run the job again; a redriven copy is a new message. A claim
+	// removes it.
 	DeadMessageID string
 	// FirstAttemptAt and LastAttemptAt are the first and latest claim times.
 	FirstAttemptAt, LastAttemptAt time.Time

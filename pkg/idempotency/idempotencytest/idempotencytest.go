@@ -177,6 +177,7 @@ func checkRecord(t *testing.T, what string, got, want idempotency.Record) {
 	str("PayloadHash", got.PayloadHash, want.PayloadHash)
 	str("LastError", got.LastError, want.LastError)
 	str("Reason", got.Reason, want.Reason)
+	str("DeadMessageID", got.DeadMessageID, want.DeadMessageID)
 	tm("FirstAttemptAt", got.FirstAttemptAt, want.FirstAttemptAt)
 	tm("LastAttemptAt", got.LastAttemptAt, want.LastAttemptAt)
 	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
@@ -415,8 +416,10 @@ func claimByState(t *testing.T, e *env) {
 				checkRecord(t, "Get after refused claim (want unchanged)", e.get(key), before)
 				return
 			}
+			// A claim clears what only a dead record says (its reason, the dead-lettered message):
+			// a dead job claimed again (redriven) is no longer dead. Its last error stays.
 			want := claimed(r)
-			want.Runs, want.FirstAttemptAt, want.LastError, want.Reason = tt.runs, tt.firstAt, tt.lastError, before.Reason
+			want.Runs, want.FirstAttemptAt, want.LastError = tt.runs, tt.firstAt, tt.lastError
 			checkRecord(t, "claim result", res.Record, want)
 			checkRecord(t, "Get after claim", e.get(key), want)
 		})
@@ -743,7 +746,7 @@ func markDead(t *testing.T, e *env) {
 				return
 			}
 			want := before
-			want.State, want.Reason, want.LastError = idempotency.StateDead, mark.Reason, mark.Error
+			want.State, want.Reason, want.LastError, want.DeadMessageID = idempotency.StateDead, mark.Reason, mark.Error, mark.MessageID
 			want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, now, mark.ExpiresAt
 			checkRecord(t, "Get after MarkDead", after, want)
 			// Like a dead record its run made: the dead-lettered message itself is refused, a
