@@ -174,6 +174,9 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 	if err := validateClaim(&req); err != nil {
 		return ClaimResult{}, err
 	}
+	if err := s.layout.checkSize(req.Kind, req.Key, req.JobID); err != nil {
+		return ClaimResult{}, err
+	}
 	// With AttemptsBefore, runs becomes max(runs, AttemptsBefore) + 1, which one update
 	// expression cannot compute: the first write sets AttemptsBefore + 1 where runs ≤
 	// AttemptsBefore (no record, a producer's record with 0 runs, a re-sent copy that carries the
@@ -481,19 +484,27 @@ func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, pk, cond stri
 	return fmt.Errorf("idempotency: %s %s: %w", op, pk, err)
 }
 
-// MarkDead implements Store: one UpdateItem conditioned on the record being live, the job's (job
-// id or payload hash) and waiting for a run. A refused write is billed too (1 write unit when
-// there is no item).
+// MarkDead implements Store: one UpdateItem conditioned on there being no record, or on the
+// record being live, the job's (job id or payload hash) and waiting for a run; where there is no
+// record the update creates the dead one. A refused write is billed too (1 write unit when there
+// is no item). A record refusing it because it has expired (DynamoDB's TTL has not deleted it
+// yet) is replaced by a fresh dead record with a PutItem conditioned on it being unchanged; the
+// refusing record comes with the refusal (ALL_OLD) or, on backends that do not return it, from a
+// strongly consistent read.
 func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
 	if err := validateDeadMark(&d); err != nil {
 		return false, err
 	}
+	if err := s.layout.checkSize(d.Kind, d.Key, d.JobID); err != nil {
+		return false, err
+	}
 	pk := s.layout.ItemKey(d.Kind, d.Key, d.JobID)
+	idKeyed := s.layout.IDKeyed(d.Key, d.JobID)
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(d.Now)))
 	var ours []string
 	switch {
-	case s.layout.IDKeyed(d.Key, d.JobID):
+	case idKeyed:
 		// The item is named by the job's id: it is the job's.
 	case d.JobID != "":
 		ours = append(ours, e.n(AttrJobID)+" = "+e.v(":job", avS(d.JobID)))
@@ -503,17 +514,34 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	default:
 		ours = append(ours, e.n(AttrHash)+" = "+e.v(":hash", avS(d.PayloadHash)))
 	}
-	cond := "attribute_exists(" + e.n(AttrPK) + ")" +
-		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
+	waiting := "(attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
 		" AND (" + e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
 		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR (" +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning))) + " AND " + e.n(AttrLease) + " <= " + nowMs + "))"
 	if len(ours) > 0 {
-		cond += " AND (" + strings.Join(ours, " OR ") + ")"
+		waiting += " AND (" + strings.Join(ours, " OR ") + ")"
 	}
+	cond := "attribute_not_exists(" + e.n(AttrPK) + ") OR (" + waiting + ")"
 	u := &update{e: e}
 	u.setTo(AttrState, e.v(":stdead", avS(string(StateDead))))
 	u.setTo(AttrReason, e.v(":reason", avS(d.Reason)))
+	// What a new record needs, which an existing record of the job already has: kept where set.
+	keep := func(name, placeholder string, av types.AttributeValue) {
+		u.setTo(name, "if_not_exists("+e.n(name)+", "+e.v(placeholder, av)+")")
+	}
+	if d.Kind != "" {
+		keep(AttrKind, ":kind", avS(d.Kind))
+	}
+	if !idKeyed || pk != IDKeyPrefix+d.Key {
+		keep(AttrKey, ":key", avS(d.Key))
+	}
+	if !idKeyed && d.JobID != "" {
+		keep(AttrJobID, ":job", avS(d.JobID))
+	}
+	if d.PayloadHash != "" {
+		keep(AttrHash, ":hash", avS(d.PayloadHash))
+	}
+	keep(AttrRuns, ":zero", avN(0))
 	if d.Error != "" {
 		u.setTo(AttrError, e.v(":err", avS(TruncateError(d.Error))))
 	}
@@ -531,14 +559,58 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, pk, s.shards))))
 	u.setTo(AttrGSI1SK, nowMs)
 	u.rm(AttrLease, AttrToken)
-	err := s.conditionalUpdate(ctx, "mark dead", pk, cond, u)
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(u.String()),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil
+	}
+	rec, _, found, err := s.refusal(ctx, "mark dead", pk, err)
+	switch {
+	case err != nil:
+		return false, err
+	case !found || !rec.Expired(d.Now):
+		return false, nil // another job's record, or one that does not wait for a run
+	}
+	return s.replaceExpiredDead(ctx, &d, pk, &rec)
+}
+
+// replaceExpiredDead writes a fresh dead record over old, an expired record, if old is still what
+// is stored (exp, upd and tok unchanged). It reports false when the record changed meanwhile.
+func (s *DynamoDBStore) replaceExpiredDead(ctx context.Context, d *DeadMark, pk string, old *Record) (bool, error) {
+	e := newExpr()
+	conds := []string{"attribute_exists(" + e.n(AttrPK) + ")"}
+	same := func(name, placeholder string, av types.AttributeValue, present bool) {
+		if present {
+			conds = append(conds, e.n(name)+" = "+e.v(placeholder, av))
+		} else {
+			conds = append(conds, "attribute_not_exists("+e.n(name)+")")
+		}
+	}
+	same(AttrExpires, ":oldExp", avN(old.ExpiresAt.Unix()), !old.ExpiresAt.IsZero())
+	same(AttrUpdated, ":oldUpd", avN(unixMs(old.UpdatedAt)), !old.UpdatedAt.IsZero())
+	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      s.layout.Item(deadRecord(d), s.shards),
+		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+	})
+	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, ErrLeaseLost): // the condition failed: nothing to mark
-		return false, nil
+	case errors.As(err, &ccf):
+		return false, nil // written meanwhile: that write is newer
 	}
-	return false, err
+	return false, fmt.Errorf("idempotency: mark dead %s (replacing an expired record): %w", pk, err)
 }
 
 // Get implements Store with strongly consistent GetItems: of ItemKey(kind, key) and, since key

@@ -717,8 +717,9 @@ func markDead(t *testing.T, e *env) {
 		{"succeeded", finished(idempotency.StateSucceeded), "job-P", hash1, false},
 		{"cancelled", finished(idempotency.StateCancelled), "job-P", hash1, false},
 		{"dead", finished(idempotency.StateDead), "job-P", hash1, false},
-		{"expired", expired, "job-P", hash1, false},
-		{"no-record", func(*env, string) {}, "job-P", hash1, false},
+		{"expired", expired, "job-P", hash1, true},
+		{"no-record", func(*env, string) {}, "job-P", hash1, true},
+		{"no-record/hash-only", func(*env, string) {}, "", hash1, true},
 	}
 	now := t0.Add(time.Minute)
 	for _, tt := range tests {
@@ -735,17 +736,19 @@ func markDead(t *testing.T, e *env) {
 				t.Fatalf("MarkDead = %v, %v; want %v", marked, err, tt.wantMarked)
 			}
 			after, err := e.s.Get(e.ctx, kind, key)
+			if err != nil {
+				t.Fatalf("Get after MarkDead: %v", err)
+			}
 			if !tt.wantMarked {
-				if errors.Is(getErr, idempotency.ErrNotFound) {
-					if !errors.Is(err, idempotency.ErrNotFound) {
-						t.Errorf("MarkDead without a record wrote one: %+v, %v", after, err)
-					}
-					return
-				}
 				checkRecord(t, "Get after a refused MarkDead (want unchanged)", after, before)
 				return
 			}
 			want := before
+			if errors.Is(getErr, idempotency.ErrNotFound) || before.Expired(now) {
+				// No record (or only an expired one): a new one, dead, never run.
+				want = idempotency.Record{Kind: kind, Key: key, JobID: tt.jobID, PayloadHash: tt.hash}
+				before = want
+			}
 			want.State, want.Reason, want.LastError, want.DeadMessageID = idempotency.StateDead, mark.Reason, mark.Error, mark.MessageID
 			want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, now, mark.ExpiresAt
 			checkRecord(t, "Get after MarkDead", after, want)

@@ -822,9 +822,13 @@ func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, err
 	return p, nil
 }
 
+// maxSortKeyBytes is DynamoDB's limit on a sort key (ord is by_state's): a longer page token is
+// no entry's, and DynamoDB would answer the query with a ValidationException.
+const maxSortKeyBytes = 1024
+
 // validOrd reports whether s has the shape of a commit-order key.
 func validOrd(s string) bool {
-	if len(s) < 21 || s[19] != '#' {
+	if len(s) < 21 || len(s) > maxSortKeyBytes || s[19] != '#' {
 		return false
 	}
 	_, err := strconv.ParseUint(s[:19], 10, 64)
