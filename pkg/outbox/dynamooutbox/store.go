@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
@@ -383,7 +384,7 @@ func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claim
 		cond = claimStream
 		used = append(used, "#ca")
 	}
-	out, err := o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #at = #at + :one, #lb = :owner, #lu = :until"),
@@ -394,7 +395,7 @@ func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claim
 			":one": attrN(1), ":owner": attrS(c.Owner), ":until": attrN(c.Until.UnixMilli()), ":ntype": attrS("N"),
 		},
 		ReturnValues: types.ReturnValueAllNew,
-	}, keepConnection)
+	})
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
@@ -456,14 +457,14 @@ func (o *Outbox) kill(ctx context.Context, k key, item map[string]types.Attribut
 	} else {
 		values[":now"], values[":ntype"] = attrN(c.Now.UnixMilli()), attrS("N")
 	}
-	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(o.cfg.Table),
 		Key:                       k.av(),
 		UpdateExpression:          aws.String("SET #st = :dead, #le = :err, #gpk = :dgpk REMOVE #lb, #lu"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  pick(names, used...),
 		ExpressionAttributeValues: values,
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
@@ -569,10 +570,10 @@ func (o *Outbox) completeOne(ctx context.Context, ref claimRef, owner string, oc
 	}
 	var err error
 	if oc.Sent && o.cfg.KeepSent == 0 {
-		_, err = o.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err = o.deleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(o.cfg.Table), Key: k.av(), ConditionExpression: aws.String(guard),
 			ExpressionAttributeNames: pick(names, "#st", "#lb", "#at"), ExpressionAttributeValues: values,
-		}, keepConnection)
+		})
 	} else {
 		var update string
 		used := []string{"#st", "#lb", "#at", "#lu"}
@@ -610,11 +611,11 @@ func (o *Outbox) completeOne(ctx context.Context, ref claimRef, owner string, oc
 			values[":err"] = attrS(oc.Error)
 			used = append(used, "#av", "#le")
 		}
-		_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(o.cfg.Table), Key: k.av(), UpdateExpression: aws.String(update),
 			ConditionExpression: aws.String(guard), ExpressionAttributeNames: pick(names, used...),
 			ExpressionAttributeValues: values,
-		}, keepConnection)
+		})
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -670,7 +671,7 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 		return err
 	}
 	now := o.cfg.Now()
-	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #st = :pending, #at = :zero, #av = :now, #gpk = :pgpk REMOVE #lb, #lu"),
@@ -681,7 +682,7 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 			":pgpk": attrS(statePartition(string(outbox.StatePending), shard(id))), ":sent": attrS(string(outbox.StateSent)),
 			":ntype": attrS("N"),
 		},
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Gone or sent, or claimed: read it to say which.
@@ -821,9 +822,13 @@ func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, err
 	return p, nil
 }
 
+// maxSortKeyBytes is DynamoDB's limit on a sort key (ord is by_state's): a longer page token is
+// no entry's, and DynamoDB would answer the query with a ValidationException.
+const maxSortKeyBytes = 1024
+
 // validOrd reports whether s has the shape of a commit-order key.
 func validOrd(s string) bool {
-	if len(s) < 21 || s[19] != '#' {
+	if len(s) < 21 || len(s) > maxSortKeyBytes || s[19] != '#' {
 		return false
 	}
 	_, err := strconv.ParseUint(s[:19], 10, 64)
@@ -902,6 +907,21 @@ func pick(all map[string]string, placeholders ...string) map[string]string {
 		out[p] = all[p]
 	}
 	return out
+}
+
+// updateItem runs an UpdateItem, sent again while a transaction conflict refuses it: the write
+// changed nothing (internal/ddbretry).
+func (o *Outbox) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return o.cfg.Client.UpdateItem(ctx, in, keepConnection)
+	})
+}
+
+// deleteItem runs a DeleteItem, sent again while a transaction conflict refuses it (updateItem).
+func (o *Outbox) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.DeleteItemOutput, error) {
+		return o.cfg.Client.DeleteItem(ctx, in, keepConnection)
+	})
 }
 
 // keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
