@@ -267,7 +267,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 	fmt.Fprintf(tw, "failed at\t%s\n", showTime(m.FailedAt))
 	fmt.Fprintf(tw, "sent at\t%s\n", showTime(m.SentAt))
 	fmt.Fprintf(tw, "receives\t%d\n", m.ReceiveCount)
-	fmt.Fprintf(tw, "message id\t%s\n", m.MessageID)
+	fmt.Fprintf(tw, "message id\t%s\n", safe(m.MessageID))
 	errText, source := "", ""
 	if m.Failure != nil {
 		errText, source = m.Failure.Error, m.Failure.SourceQueue
@@ -278,12 +278,12 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 		if p.Size >= 0 {
 			size = fmt.Sprintf("%d bytes", p.Size)
 		}
-		fmt.Fprintf(tw, "payload\ts3://%s/%s (%s; the body below is its pointer)\n", p.Bucket, p.Key, size)
+		fmt.Fprintf(tw, "payload\ts3://%s/%s (%s; the body below is its pointer)\n", safe(p.Bucket), safe(p.Key), size)
 		if p.Err != nil {
 			fmt.Fprintf(tw, "\tnot readable: %s\n", oneLine(p.Err.Error(), 160))
 		}
 	}
-	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(errText, "\t", "    "), "\n"), "\n")
+	lines := textLines(errText)
 	fmt.Fprintf(tw, "error\t%s\n", orDash(lines[0]))
 	for _, l := range lines[1:] {
 		fmt.Fprintf(tw, "\t%s\n", l)
@@ -300,7 +300,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 		fmt.Fprintf(tw, "%s\t-\n", label)
 	}
 	for _, name := range names {
-		fmt.Fprintf(tw, "%s\t%s=%s\n", label, name, oneLine(m.Attributes[name], 80))
+		fmt.Fprintf(tw, "%s\t%s=%s\n", label, safe(name), oneLine(m.Attributes[name], 80))
 		label = ""
 	}
 	if err := tw.Flush(); err != nil {
@@ -311,7 +311,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 	if json.Indent(&pretty, body, "  ", "  ") == nil {
 		body = pretty.Bytes()
 	}
-	_, err := fmt.Fprintf(w, "body\n  %s\n", body)
+	_, err := fmt.Fprintf(w, "body\n  %s\n", strings.Join(textLines(string(body)), "\n"))
 	return err
 }
 
@@ -434,7 +434,7 @@ moves it itself.`,
 			case g.json():
 				return writeJSON(out, doc)
 			case jobID != "":
-				fmt.Fprintf(out, "redrove job %s from %s to %s\n", jobID, doc.From, doc.To)
+				fmt.Fprintf(out, "redrove job %s from %s to %s\n", safe(jobID), doc.From, doc.To)
 			case doc.Method == dlq.MethodMoveTask && doc.Status == dlq.MoveTaskCompleted:
 				fmt.Fprintf(out, "redrove about %d of %s from %s to %s (an SQS message move task", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
 				if doc.Attached {
@@ -450,7 +450,7 @@ moves it itself.`,
 				if doc.Total > 0 {
 					fmt.Fprintf(out, "messages     about %d (in the DLQ when it started; later ones wait for the next redrive)\n", doc.Total)
 				}
-				fmt.Fprintf(out, "task handle  %s\n", doc.TaskHandle)
+				fmt.Fprintf(out, "task handle  %s\n", safe(doc.TaskHandle))
 			default:
 				fmt.Fprintf(out, "redrove %d of %s from %s to %s\n", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
 				if doc.LeftBehind > 0 {

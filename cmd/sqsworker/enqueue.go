@@ -244,7 +244,7 @@ the local schedule dispatcher does.`,
 				if doc.Schedule != "" {
 					what, state = "scheduled", "scheduled"
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was %s, but not recorded as %s: %v\n", what, state, res.StatusErr)
+				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was %s, but not recorded as %s: %s\n", what, state, errorText(res.StatusErr))
 			}
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), doc)
@@ -268,23 +268,23 @@ the local schedule dispatcher does.`,
 func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 	tw := newTable(w)
 	if doc.Schedule != "" {
-		fmt.Fprintf(tw, "scheduled\t%s for %s\n", doc.Kind, doc.Queue)
+		fmt.Fprintf(tw, "scheduled\t%s for %s\n", safe(doc.Kind), safe(doc.Queue))
 	} else {
-		fmt.Fprintf(tw, "enqueued\t%s on %s\n", doc.Kind, doc.Queue)
+		fmt.Fprintf(tw, "enqueued\t%s on %s\n", safe(doc.Kind), safe(doc.Queue))
 	}
-	fmt.Fprintf(tw, "job id\t%s\n", doc.JobID)
-	fmt.Fprintf(tw, "key\t%s\n", doc.Key)
+	fmt.Fprintf(tw, "job id\t%s\n", safe(doc.JobID))
+	fmt.Fprintf(tw, "key\t%s\n", safe(doc.Key))
 	if doc.Schedule != "" {
 		fmt.Fprintf(tw, "runs at\t%s (schedule %s in group %s)\n", showTime(time.Time(doc.ScheduledAt)), doc.Schedule, doc.ScheduleGroup)
 		fmt.Fprintf(tw, "message id\t- (the message is sent when the schedule fires)\n")
 	} else {
-		fmt.Fprintf(tw, "message id\t%s\n", doc.MessageID)
+		fmt.Fprintf(tw, "message id\t%s\n", safe(doc.MessageID))
 	}
 	if doc.SequenceNumber != "" {
 		fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
 	}
 	if doc.Payload != "" {
-		fmt.Fprintf(tw, "payload\t%s (too large for an SQS message: the message points to it)\n", doc.Payload)
+		fmt.Fprintf(tw, "payload\t%s (too large for an SQS message: the message points to it)\n", safe(doc.Payload))
 	}
 	if doc.Recorded {
 		state := "queued"

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 )
 
 // Exit codes.
@@ -70,13 +72,19 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return exitUsage
 	}
 	err = explain(err)
-	fmt.Fprintf(stderr, "sqsworker: %v\n", err)
+	fmt.Fprintf(stderr, "sqsworker: %s\n", errorText(err))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
 		return exitUsage
 	}
 	return exitError
+}
+
+// errorText is err's message for the terminal: it may quote job data (an id, a key, an error a
+// server sent), so each line is escaped (termsafe), tabs shown as spaces.
+func errorText(err error) string {
+	return strings.Join(termsafe.Lines(strings.ReplaceAll(err.Error(), "\t", "    ")), "\n")
 }
 
 // errHelpShown is returned by a command that printed its help instead of running (sqsworker

@@ -205,13 +205,13 @@ func printOutboxList(w io.Writer, where, state string, p outbox.Page) error {
 		case e.State == outbox.StateDead:
 			next = "-"
 		case e.LockedBy != "":
-			next = "claimed by " + e.LockedBy
+			next = "claimed by " + safe(e.LockedBy)
 		}
 		lastErr := e.LastError
 		if e.Corrupt != "" {
 			lastErr = "corrupt: " + e.Corrupt
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID(), orDash(e.Message.Kind), oneLine(orDash(e.Message.Key), 32),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(e.ID()), orDash(e.Message.Kind), oneLine(orDash(e.Message.Key), 32),
 			e.Attempts, showTime(e.CreatedAt), next, oneLine(orDash(lastErr), 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -252,13 +252,13 @@ func printOutboxEntry(cmd *cobra.Command, e outbox.Entry) error {
 	tw := newTable(cmd.OutOrStdout())
 	col := colourFor(cmd.OutOrStdout())
 	m := e.Message
-	fmt.Fprintf(tw, "job id\t%s\n", e.ID())
+	fmt.Fprintf(tw, "job id\t%s\n", orDash(e.ID()))
 	fmt.Fprintf(tw, "kind\t%s\n", orDash(m.Kind))
 	fmt.Fprintf(tw, "key\t%s\n", orDash(m.Key))
 	fmt.Fprintf(tw, "state\t%s\n", col.state(string(e.State)))
 	fmt.Fprintf(tw, "queue\t%s\n", orDash(m.QueueURL))
 	if m.GroupID != "" {
-		fmt.Fprintf(tw, "group\t%s\n", m.GroupID)
+		fmt.Fprintf(tw, "group\t%s\n", safe(m.GroupID))
 	}
 	fmt.Fprintf(tw, "attempts\t%d\n", e.Attempts)
 	fmt.Fprintf(tw, "created\t%s\n", showTime(e.CreatedAt))
@@ -269,11 +269,11 @@ func printOutboxEntry(cmd *cobra.Command, e outbox.Entry) error {
 		fmt.Fprintf(tw, "run at\t%s\n", showTime(m.RunAt))
 	}
 	if e.LockedBy != "" {
-		fmt.Fprintf(tw, "claimed by\t%s until %s\n", e.LockedBy, showTime(e.LockedUntil))
+		fmt.Fprintf(tw, "claimed by\t%s until %s\n", safe(e.LockedBy), showTime(e.LockedUntil))
 	}
 	fmt.Fprintf(tw, "last error\t%s\n", orDash(strings.ReplaceAll(e.LastError, "\n", " ")))
 	if e.Corrupt != "" {
-		fmt.Fprintf(tw, "corrupt\t%s\n", e.Corrupt)
+		fmt.Fprintf(tw, "corrupt\t%s\n", oneLine(e.Corrupt, 200))
 	}
 	fmt.Fprintf(tw, "body\t%s\n", oneLine(m.Body, 200))
 	return tw.Flush()
@@ -304,7 +304,7 @@ A pending job that a relay has claimed is being sent: retry refuses it until the
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s is due now (attempts reset); the relay's next pass sends it\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s is due now (attempts reset); the relay's next pass sends it\n", safe(args[0]))
 			return nil
 		},
 	}
@@ -339,9 +339,9 @@ func outboxRow(e *outbox.Entry) string {
 		return s + ")"
 	case outbox.StateDead:
 		return fmt.Sprintf("outbox\tdead: the relay gave up after %d attempts (%s); 'sqsworker outbox retry %s' sends it again",
-			e.Attempts, oneLine(e.LastError, 80), e.ID())
+			e.Attempts, oneLine(e.LastError, 80), safe(e.ID()))
 	}
-	return "outbox\t" + string(e.State)
+	return "outbox\t" + safe(string(e.State))
 }
 
 // runOutboxRelay returns the local relay of the stack's outbox for `sqsworker run` (the stream

@@ -259,11 +259,11 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 		if refs.FIFO {
 			what = "delayed jobs (a FIFO queue has no per-message delay)"
 		}
-		fmt.Fprintf(stderr, "sqsworker: warning: no EventBridge Scheduler for %s: they will fail and end dead: %v\n", what, rerr)
+		fmt.Fprintf(stderr, "sqsworker: warning: no EventBridge Scheduler for %s: they will fail and end dead: %s\n", what, errorText(rerr))
 	}
 	// Jobs larger than an SQS message go through the stack's payload bucket, when it has one.
 	if st, err := payloadStore(ctx, c, g, stack); err != nil {
-		fmt.Fprintf(stderr, "sqsworker: warning: no payload bucket for jobs larger than an SQS message: they will fail and end dead: %v\n", err)
+		fmt.Fprintf(stderr, "sqsworker: warning: no payload bucket for jobs larger than an SQS message: they will fail and end dead: %s\n", errorText(err))
 	} else if st != nil {
 		pcfg.Payload = st
 	}

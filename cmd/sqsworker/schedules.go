@@ -274,7 +274,7 @@ there is none; a rate without a start date counts from the schedule's creation).
 			tw := newTable(out)
 			fmt.Fprintln(tw, "NAME\tEXPRESSION\tTIMEZONE\tSTATE\tKIND\tNEXT RUN")
 			for _, r := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Expression, r.Timezone, scheduleState(r), r.Kind, showTime(nextRun(r, now)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.Name), safe(r.Expression), safe(r.Timezone), scheduleState(r), safe(r.Kind), showTime(nextRun(r, now)))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -321,26 +321,26 @@ NAME@<scheduled time>, so that a retried delivery of one occurrence runs once.`,
 // writeSchedule prints one recurring schedule as show does.
 func writeSchedule(w io.Writer, group string, r schedule.Recurring, j scheduleJSON) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "name\t%s\n", j.Name)
-	fmt.Fprintf(tw, "group\t%s\n", group)
-	fmt.Fprintf(tw, "expression\t%s\n", j.Expression)
-	fmt.Fprintf(tw, "timezone\t%s\n", j.Timezone)
+	fmt.Fprintf(tw, "name\t%s\n", safe(j.Name))
+	fmt.Fprintf(tw, "group\t%s\n", safe(group))
+	fmt.Fprintf(tw, "expression\t%s\n", safe(j.Expression))
+	fmt.Fprintf(tw, "timezone\t%s\n", safe(j.Timezone))
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	fmt.Fprintf(tw, "start\t%s\n", showTime(r.Start))
 	fmt.Fprintf(tw, "end\t%s\n", showTime(r.End))
 	fmt.Fprintf(tw, "flexible window\t%s\n", orDash(j.FlexibleWindow))
 	fmt.Fprintf(tw, "next run\t%s\n", showTime(time.Time(j.NextRun)))
 	fmt.Fprintf(tw, "description\t%s\n", orDash(oneLine(j.Description, 100)))
-	fmt.Fprintf(tw, "job kind\t%s\n", j.Kind)
+	fmt.Fprintf(tw, "job kind\t%s\n", safe(j.Kind))
 	fmt.Fprintf(tw, "job args\t%s\n", oneLine(string(j.Args), 200))
-	fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", j.Name)
+	fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", safe(j.Name))
 	if j.MaxAttempts > 0 {
 		fmt.Fprintf(tw, "max attempts\t%d\n", j.MaxAttempts)
 	} else {
 		fmt.Fprintf(tw, "max attempts\t- (the kind's)\n")
 	}
 	if j.GroupID != "" {
-		fmt.Fprintf(tw, "message group\t%s\n", j.GroupID)
+		fmt.Fprintf(tw, "message group\t%s\n", safe(j.GroupID))
 	}
 	return tw.Flush()
 }
