@@ -117,7 +117,7 @@ func TestHostileJobDataIsEscaped(t *testing.T) {
 		Name: aws.String(name), GroupName: aws.String(sc.Group()), ScheduleExpression: aws.String("rate(5 minutes)"),
 		Description:        aws.String("desc " + hostile),
 		FlexibleTimeWindow: &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
-		Target: &schedtypes.Target{Arn: aws.String(queueARN), RoleArn: aws.String(awslocal.SchedulerRoleARN(stack)), Input: aws.String(input)},
+		Target:             &schedtypes.Target{Arn: aws.String(queueARN), RoleArn: aws.String(awslocal.SchedulerRoleARN(stack)), Input: aws.String(input)},
 	}); err != nil {
 		t.Fatal(err)
 	}
