@@ -39,12 +39,7 @@ the job's id and kind from the object (in the payload bucket, --payload-bucket o
   sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp
   sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown dlq command %q: want list, show, redrive or purge", args[0])}
-			}
-			return &usageError{errors.New("dlq needs a command: list, show, redrive or purge")}
-		},
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQRedriveCmd(g), newDLQPurgeCmd(g))
 	return cmd

@@ -57,8 +57,7 @@ A sent job leaves the outbox: look it up with 'sqsworker status'.`,
   sqsworker outbox list --state dead --stack myapp --output json
   sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: groupRunE,
 	}
 	for _, b := range outboxBackends {
 		b.addFlags(cmd)

@@ -42,12 +42,7 @@ schedule dispatcher (schedule.Dispatcher) fires them there; 'sqsworker run' and
   sqsworker schedules list --stack myapp
   sqsworker schedules show nightly-report --stack myapp --output json
   sqsworker schedules delete nightly-report --stack myapp`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown schedules command %q: want put, list, show or delete", args[0])}
-			}
-			return &usageError{errors.New("schedules needs a command: put, list, show or delete")}
-		},
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
 	return cmd

@@ -129,7 +129,6 @@ func TestSchedulesErrors(t *testing.T) {
 func TestSchedulesUsageErrors(t *testing.T) {
 	t.Parallel()
 	checkUsageErrors(t, []usageCase{
-		{"without command", []string{"schedules", "--stack", "s"}, "schedules needs a command: put, list, show or delete"},
 		{"unknown command", []string{"schedules", "rm", "x", "--stack", "s"}, `unknown schedules command "rm"`},
 		{"put without name", []string{"schedules", "put", "--expression", "rate(1 hour)", "--kind", "a.b", "--stack", "s"}, "schedules put needs NAME"},
 		{"put without stack", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b"}, "schedules put needs --stack NAME"},
