@@ -47,7 +47,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 	var (
 		key, group  string
 		role        string
-		argsFlag    string
+		argsF       argsFlag
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
@@ -100,12 +100,11 @@ the local schedule dispatcher does.`,
 			if err != nil {
 				return err
 			}
-			argsText := argsFlag
 			if !cmd.Flags().Changed("args") {
-				argsText = args[1]
+				argsF.text = args[1]
 			}
 			kind := args[0]
-			raw, err := readArgsJSON(argsText, cmd.InOrStdin())
+			raw, err := argsF.read("ARGS_JSON", cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -254,7 +253,7 @@ the local schedule dispatcher does.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
-	f.StringVar(&argsFlag, "args", "", "the job's args instead of ARGS_JSON: a JSON object, @FILE to read it from a file, or - for standard input")
+	f.Var(&argsF, "args", "instead of ARGS_JSON, "+argsFlagUsage)
 	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
 	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
@@ -311,9 +310,25 @@ func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget, rol
 // limit (larger args are refused by the producer anyway).
 const maxArgsFile = payload.DefaultMaxSize
 
+// argsFlag is the --args flag of enqueue and schedules put, and enqueue's ARGS_JSON argument:
+// one parser (readArgsJSON) for a job's args given as a JSON object, "@FILE" or "-".
+type argsFlag struct{ text string }
+
+// argsFlagUsage describes what --args takes.
+const argsFlagUsage = "the job's args: a JSON object, @FILE to read it from a file, or - for standard input"
+
+func (f *argsFlag) String() string     { return f.text }
+func (f *argsFlag) Set(s string) error { f.text = s; return nil }
+func (f *argsFlag) Type() string       { return "ARGS_JSON" }
+
+// read returns the args (readArgsJSON); what names them in messages.
+func (f *argsFlag) read(what string, stdin io.Reader) ([]byte, error) {
+	return readArgsJSON(what, f.text, stdin)
+}
+
 // readArgsJSON returns the args given as ARGS_JSON or --args: the text itself, "-" for standard
-// input, "@FILE" for a file's content.
-func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
+// input, "@FILE" for a file's content. what names them in messages (ARGS_JSON, --args).
+func readArgsJSON(what, text string, stdin io.Reader) ([]byte, error) {
 	var (
 		raw  []byte
 		err  error
@@ -327,11 +342,11 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		name := text[1:]
 		from = "file " + name
 		if name == "" {
-			return nil, &usageError{errors.New("ARGS_JSON @FILE: the file name is empty")}
+			return nil, &usageError{fmt.Errorf("%s @FILE: the file name is empty", what)}
 		}
 		var f *os.File
 		if f, err = os.Open(name); err != nil {
-			return nil, &usageError{fmt.Errorf("ARGS_JSON %s: %v", text, err)}
+			return nil, &usageError{fmt.Errorf("%s %s: %v", what, text, err)}
 		}
 		defer f.Close()
 		raw, err = io.ReadAll(io.LimitReader(f, maxArgsFile+1))
@@ -339,10 +354,10 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		return []byte(text), nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ARGS_JSON from %s: %w", from, err)
+		return nil, fmt.Errorf("read %s from %s: %w", what, from, err)
 	}
 	if len(raw) > maxArgsFile {
-		return nil, &usageError{fmt.Errorf("ARGS_JSON on %s is larger than %d bytes, the most a job sent through S3 may be", from, maxArgsFile)}
+		return nil, &usageError{fmt.Errorf("%s on %s is larger than %d bytes, the most a job sent through S3 may be", what, from, maxArgsFile)}
 	}
 	return raw, nil
 }

@@ -151,6 +151,9 @@ func newOutboxListCmd(g *globals) *cobra.Command {
 		Long: `list shows the outbox's jobs in one state, oldest first: pending (not sent yet) or
 dead (the relay gave up; 'outbox retry' sends one again). When there are more than --limit,
 the last line gives the token of the next page: pass it with --page.`,
+		Example: `  sqsworker outbox list --stack myapp
+  sqsworker outbox list --state dead --stack myapp --output json | jq -r '.entries[].id'
+  sqsworker outbox list --state dead --dsn postgres://app@db/app     # the PostgreSQL outbox`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != string(outbox.StatePending) && state != string(outbox.StateDead) {
@@ -226,7 +229,13 @@ func newOutboxShowCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show JOB",
 		Short: "Show one job of the outbox: its state, attempts, last error and message",
-		Args:  exactArgs("JOB"),
+		Long: `show prints one job of the outbox, by its job id: its state (pending or dead), attempts,
+when it was created and is next due, the relay that claimed it, its last error and its
+message. A job the relay has sent is no longer in the outbox: 'sqsworker status' finds it.`,
+		Example: `  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp --output json | jq -r .last_error
+  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --dsn postgres://app@db/app`,
+		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			insp, where, err := openOutbox(cmd, g)
 			if err != nil {
@@ -287,6 +296,8 @@ comes back to life, and the relay's next pass (at most a minute on AWS, where th
 every minute) sends it. The job keeps its id, so the worker's idempotency still runs it once.
 A pending job that a relay has claimed is being sent: retry refuses it until the claim ends
 (clearing it would make that relay's write-back fail and the job be sent twice).`,
+		Example: `  sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --dsn postgres://app@db/app`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			insp, where, err := openOutbox(cmd, g)
@@ -302,6 +313,9 @@ A pending job that a relay has claimed is being sent: retry refuses it until the
 			}
 			if err != nil {
 				return err
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"job_id": args[0], "due": "now", "attempts": 0})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job %s is due now (attempts reset); the relay's next pass sends it\n", safe(args[0]))
 			return nil

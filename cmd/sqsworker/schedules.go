@@ -23,7 +23,7 @@ import (
 func newSchedulesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "Create, list, show and delete a stack's recurring schedules",
+		Short: "Create, list, show, pause, resume and delete a stack's recurring schedules",
 		Long: `schedules works on the stack's recurring schedules: the EventBridge Scheduler schedules
 in the schedule group <stack>-jobs whose target is the stack's job queue and which enqueue
 a job on every occurrence of a cron(…) or rate(…) expression (schedule.Client.Upsert
@@ -33,6 +33,8 @@ left out.
   put       create a schedule, or replace the one of that name (idempotent)
   list      every recurring schedule: expression, state, kind and next occurrence
   show      one schedule: its expression, time zone, bounds and the job it enqueues
+  pause     stop one schedule from firing, keeping everything else
+  resume    let a paused schedule fire again
   delete    delete one schedule (the jobs it already enqueued stay queued)
 
 The embedded emulator and LocalStack store schedules but never fire them: the local
@@ -41,10 +43,13 @@ schedule dispatcher (schedule.Dispatcher) fires them there; 'sqsworker run' and
 		Example: `  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --args '{"period":"day"}' --stack myapp
   sqsworker schedules list --stack myapp
   sqsworker schedules show nightly-report --stack myapp --output json
+  sqsworker schedules pause nightly-report --stack myapp
+  sqsworker schedules resume nightly-report --stack myapp
   sqsworker schedules delete nightly-report --stack myapp`,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
+	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesPauseCmd(g, true),
+		newSchedulesPauseCmd(g, false), newSchedulesDeleteCmd(g))
 	return cmd
 }
 
@@ -366,6 +371,56 @@ that is not a recurring job schedule of the stack's queue is left alone (exit co
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted recurring schedule %s from schedule group %s\n", args[0], refs.group)
 			return nil
+		},
+	}
+}
+
+// newSchedulesPauseCmd returns schedules pause (pause true) or schedules resume.
+func newSchedulesPauseCmd(g *globals, pause bool) *cobra.Command {
+	use, short, long, done := "pause", "Stop a recurring schedule from firing, keeping everything else",
+		`pause disables the recurring schedule NAME: no occurrence enqueues a job until 'sqsworker
+schedules resume NAME'. Everything else about it stays as it is: its expression, time zone,
+bounds, flexible window, description and the job it enqueues (kind, args, attempts, group),
+unlike 'schedules put --disabled', which replaces the schedule with what its flags say.
+Pausing a paused schedule changes nothing. Jobs it already enqueued stay queued.`, "paused"
+	if !pause {
+		use, short, long, done = "resume", "Let a paused recurring schedule fire again",
+			`resume enables the recurring schedule NAME again, keeping everything else about it, as
+'schedules pause' does; its next occurrence enqueues a job (on an emulator, when the local
+dispatcher of 'sqsworker run' or 'sqsworker demo' fires it). Resuming an enabled schedule
+changes nothing.`, "resumed"
+	}
+	return &cobra.Command{
+		Use:     use + " NAME",
+		Short:   short,
+		Long:    long,
+		Example: "  sqsworker schedules " + use + " nightly-report --stack myapp\n  sqsworker schedules " + use + " nightly-report --stack myapp --output json",
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScheduleName(args[0]); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			refs, err := openSchedules(ctx, g, cmd)
+			if err != nil {
+				return err
+			}
+			var r schedule.Recurring
+			if pause {
+				r, err = refs.client.Pause(ctx, args[0])
+			} else {
+				r, err = refs.client.Resume(ctx, args[0])
+			}
+			if err != nil {
+				return scheduleError(err, refs, args[0])
+			}
+			j := toScheduleJSON(r, time.Now())
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), j)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s recurring schedule %s in schedule group %s\n\n", done, args[0], refs.group)
+			return writeSchedule(out, refs.group, r, j)
 		},
 	}
 }
