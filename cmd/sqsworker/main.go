@@ -153,8 +153,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		// (groupRunE). Args stays unset so that cobra still reports unknown commands (exit 2).
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	// The root runs only to print its help: its usage line is "sqsworker [command]" alone.
-	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable .HasParent}}", 1))
+	// A command group (the root included) runs only to print its help: its usage line is
+	// "sqsworker dlq [command]" alone.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })

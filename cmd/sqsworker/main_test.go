@@ -65,7 +65,6 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"jobs bad kind", []string{"jobs", "--status", "dead", "--kind", "A", "--stack", "s"}, `--kind: kind "A"`},
 		{"jobs argument", []string{"jobs", "dead", "--stack", "s"}, `jobs takes no arguments, got ["dead"]`},
 
-		{"outbox unknown command", []string{"outbox", "peek"}, `unknown outbox command "peek": want list, migrate, relay, retry or show`},
 		{"dlq unknown command", []string{"dlq", "peek", "--stack", "s"}, `unknown dlq command "peek"`},
 		{"dlq list without stack", []string{"dlq", "list"}, "dlq list needs --stack NAME"},
 		{"dlq list bad max", []string{"dlq", "list", "--max", "11", "--stack", "s"}, "--max 11: want 1-10"},

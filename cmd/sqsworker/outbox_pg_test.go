@@ -177,7 +177,7 @@ func TestOutboxUsageErrors(t *testing.T) {
 	t.Setenv(outboxDSNEnv, "")
 	t.Setenv(databaseURLEnv, "")
 	checkUsageErrors(t, []usageCase{
-		{"outbox unknown command", []string{"outbox", "peek"}, `outbox takes no arguments, got ["peek"]`},
+		{"outbox unknown command", []string{"outbox", "peek"}, `unknown outbox command "peek": want list, migrate, relay, retry or show`},
 		{"list bad state", []string{"outbox", "list", "--state", "sent", "--dsn", "postgres://x@127.0.0.1:9/x"}, `--state "sent": want pending or dead`},
 		{"list bad limit", []string{"outbox", "list", "--limit", "0", "--dsn", "postgres://x@127.0.0.1:9/x"}, "--limit 0"},
 		{"show without job", []string{"outbox", "show", "--dsn", "postgres://x@127.0.0.1:9/x"}, "outbox show needs JOB"},
