@@ -41,6 +41,10 @@ type enqueueJSON struct {
 	// Payload is the S3 object (s3://bucket/key) that holds the job's envelope when the job was
 	// too large for an SQS message.
 	Payload string `json:"payload,omitempty"`
+	// VisibleAt is when a job sent with --delay (SQS DelaySeconds, whole seconds) becomes
+	// receivable: the time SQS answered the send, by this host's clock, plus the delay. Absent
+	// without a delay and for a job that went through a schedule (ScheduledAt).
+	VisibleAt jsonTime `json:"visible_at,omitzero"`
 }
 
 func newEnqueueCmd(g *globals) *cobra.Command {
@@ -70,7 +74,8 @@ When the stack has its job table, the job is also recorded there as queued, so t
 
 A FIFO queue needs --group.
 
---delay up to 15 minutes on a standard queue uses SQS DelaySeconds. A longer delay, and any
+--delay up to 15 minutes on a standard queue uses SQS DelaySeconds (rounded up to whole
+seconds): enqueue prints the time the job becomes visible to workers. A longer delay, and any
 delay on a FIFO queue, goes through a one-time EventBridge Scheduler schedule in the
 schedule group <stack>-jobs, which sends the job to the queue when it is due (within a
 minute of it): enqueue then prints the time and the schedule's name instead of a message
@@ -209,6 +214,7 @@ the local schedule dispatcher does.`,
 				return err
 			}
 			res, err := p.EnqueueRaw(ctx, kind, raw, opts...)
+			sentAt := time.Now()
 			if errors.Is(err, schedule.ErrInvalid) {
 				// The job's own fault too, found by the schedule client (its size, mostly).
 				why := err.Error()
@@ -234,6 +240,8 @@ the local schedule dispatcher does.`,
 			}
 			if res.Schedule != "" {
 				doc.ScheduledAt, doc.Schedule, doc.ScheduleGroup = jsonTime(res.RunAt), res.Schedule, scheduleGroup
+			} else if delay > 0 {
+				doc.VisibleAt = jsonTime(sentAt.Add(delaySeconds(delay)).UTC())
 			}
 			if res.Payload != nil {
 				doc.Payload = res.Payload.String()
@@ -279,6 +287,9 @@ func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 	} else {
 		fmt.Fprintf(tw, "message id\t%s\n", safe(doc.MessageID))
 	}
+	if t := time.Time(doc.VisibleAt); !t.IsZero() {
+		fmt.Fprintf(tw, "visible at\t%s (SQS delivers it from then on; by this host's clock)\n", showTime(t))
+	}
 	if doc.SequenceNumber != "" {
 		fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
 	}
@@ -293,6 +304,15 @@ func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 		fmt.Fprintf(tw, "recorded\t%s, in table %s\n", state, table)
 	}
 	return tw.Flush()
+}
+
+// delaySeconds is the delay SQS applies for --delay: DelaySeconds, the delay rounded up to
+// whole seconds (producer.WithDelay).
+func delaySeconds(d time.Duration) time.Duration {
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
 }
 
 // newJobScheduler returns the schedule client that delays the stack's jobs through EventBridge
