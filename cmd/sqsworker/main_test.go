@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -187,16 +188,29 @@ func TestVersion(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"up", "--help"}, {"enqueue", "--help"},
-		{"status", "--help"}, {"jobs", "--help"}, {"dlq", "--help"}, {"dlq", "list", "--help"}, {"dlq", "show", "--help"},
-		{"dlq", "redrive", "--help"}, {"dlq", "purge", "--help"}, {"run", "--help"}, {"schedules", "--help"},
-		{"outbox", "--help"}, {"outbox", "relay", "--help"}, {"outbox", "migrate", "--help"}} {
+	// Every command of the tree, found by walking it, so that a new command cannot go without.
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && sub.Name() != "help" && sub.Name() != "completion" {
+				walk(sub, append(append([]string{}, path...), sub.Name()))
+			}
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard), nil)
+	if len(paths) < 25 {
+		t.Fatalf("walked %d commands", len(paths))
+	}
+	for _, path := range paths {
+		args := append(append([]string{}, path...), "--help")
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, &out, &errOut); code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
 		}
 		_, examples, ok := strings.Cut(out.String(), "Examples:\n")
-		if !ok || !strings.Contains(examples, "sqsworker "+strings.Join(args[:len(args)-1], " ")) {
+		if !ok || !strings.Contains(examples, "sqsworker "+strings.Join(path, " ")) {
 			t.Errorf("%v: help has no examples:\n%s", args, out.String())
 		}
 	}
