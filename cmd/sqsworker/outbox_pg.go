@@ -405,7 +405,7 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "relay %s: outbox %s → queue %s; draining\n", r.ID(), ob.Table(), refs.QueueName)
+		fmt.Fprintf(stdout, "relay %s: outbox %s → queue %s; draining\n", safe(r.ID()), ob.Table(), refs.QueueName)
 		st, err := r.Drain(ctx)
 		pr.flush()
 		fmt.Fprintf(stdout, "drained: %s\n", statsLine(st))
