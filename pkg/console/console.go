@@ -38,7 +38,7 @@ type DLQAPI interface {
 	RedriveAll(ctx context.Context, opts dlq.RedriveOptions) (dlq.RedriveResult, error)
 	WaitMoveTask(ctx context.Context, handle string, opts dlq.WaitOptions) (dlq.MoveTask, error)
 	Purge(ctx context.Context, confirm string) error
-	DeleteMessage(ctx context.Context, messageID string) error
+	DeleteMessage(ctx context.Context, messageID string, opts dlq.DeleteOptions) (dlq.Message, error)
 }
 
 // SchedulesAPI is the part of *schedule.Client the console uses.

@@ -378,7 +378,7 @@ func (c *Console) deleteMessageAction(w http.ResponseWriter, r *http.Request, al
 		c.refuse(w, r, http.StatusBadRequest, "Which dead letter? The form has no message id.")
 		return
 	}
-	err := c.cfg.DLQ.DeleteMessage(r.Context(), id)
+	_, err := c.cfg.DLQ.DeleteMessage(r.Context(), id, dlq.DeleteOptions{}) // a dead letter that is no job has no object of its own
 	c.invalidatePeeks()
 	switch {
 	case errors.Is(err, dlq.ErrNotFound):

@@ -10,24 +10,39 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// DeleteMessage deletes one dead letter, the one whose SQS message id is messageID (as
-// [Message.MessageID] gives it), for good: what to do with a dead letter no redrive can heal, such
-// as a body that is not a job. It scans the DLQ as [DLQ.Show] does (every other message it
-// receives is made visible again at once) and deletes the message by the receipt handle of that
-// receive. When the body is an S3 pointer and [Config.Payload] is set, the object is deleted too,
-// after the message (a failed object delete is in the error; the message is gone all the same,
-// and the bucket's lifecycle rule expires the object). It returns an error wrapping ErrNotFound
-// when no message of the DLQ has that id (deleted already, or held by another reader: a message
-// in flight cannot be received).
-func (d *DLQ) DeleteMessage(ctx context.Context, messageID string) error {
-	if messageID == "" {
-		return fmt.Errorf("%w: message id is empty", ErrInvalid)
+// DeleteOptions tunes [DLQ.DeleteMessage].
+type DeleteOptions struct {
+	// DeletePayload also deletes the S3 object of a dead letter whose job is kept there; it needs
+	// Config.Payload. By default the object is left for the bucket's lifecycle rule to expire
+	// (another copy of the job may point to it).
+	DeletePayload bool
+}
+
+// DeleteMessage deletes, for good, the one dead letter whose SQS message id is messageID (as
+// Message.MessageID reports it), and returns it. It finds it by scanning the DLQ as Peek does:
+// every other message it receives is made visible again at once, and the one it deletes is
+// deleted with the receipt handle of that receive (DeleteMessageBatch with one entry). A dead
+// letter of any kind can be deleted this way, one whose body is not an envelope included. It
+// returns a *NotFoundError (wrapping ErrNotFound) when no dead letter has that message id; when
+// the delete fails, the message is made visible again and the error says why. When the message
+// was deleted but something after it failed (making the other messages visible again, or deleting
+// the object), the deleted message is returned together with the error.
+//
+// With opts.DeletePayload, the S3 object of a dead letter whose job is kept there is deleted
+// after the message; a failure to delete it is returned with the deleted message.
+func (d *DLQ) DeleteMessage(ctx context.Context, messageID string, opts DeleteOptions) (Message, error) {
+	switch {
+	case messageID == "":
+		return Message{}, fmt.Errorf("%w: message id is empty", ErrInvalid)
+	case opts.DeletePayload && d.cfg.Payload == nil:
+		return Message{}, fmt.Errorf("%w: DeleteOptions.DeletePayload needs Config.Payload", ErrInvalid)
 	}
 	var found *dead
 	err := d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
 		if m.MessageID != messageID {
 			return false, false, nil
 		}
+		d.identify(ctx, &m) // the job it held, for the caller to say what it deleted
 		out, err := d.cfg.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{
 			QueueUrl: aws.String(d.cfg.DLQURL),
 			Entries:  []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: m.raw.ReceiptHandle}},
@@ -37,7 +52,6 @@ func (d *DLQ) DeleteMessage(ctx context.Context, messageID string) error {
 			err = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
 		}
 		if err != nil {
-			// Not taken: the scan makes it visible again.
 			return false, true, fmt.Errorf("dlq: delete message %s from %s: %w", messageID, QueueName(d.cfg.DLQURL), err)
 		}
 		found = &m
@@ -45,19 +59,21 @@ func (d *DLQ) DeleteMessage(ctx context.Context, messageID string) error {
 	})
 	if found == nil {
 		if err != nil {
-			return err
+			return Message{}, err
 		}
-		return fmt.Errorf("%w: message id %q", ErrNotFound, messageID)
+		return Message{}, &NotFoundError{MessageID: messageID}
 	}
+	// The message is deleted; err, if any, says the others could not all be made visible again
+	// (they come back when their visibility ends).
 	var errs []error
 	if err != nil {
-		errs = append(errs, err) // the message is deleted; making the others visible again failed
+		errs = append(errs, err)
 	}
-	if found.Payload != nil && d.cfg.Payload != nil {
+	if opts.DeletePayload && found.Payload != nil {
 		if perr := d.cfg.Payload.Delete(ctx, found.ptr); perr != nil {
-			errs = append(errs, fmt.Errorf("dlq: deleted message %s, but not its object %s (the bucket's lifecycle rule expires it): %w",
+			errs = append(errs, fmt.Errorf("dlq: deleted message %s, but not its job's object %s (the bucket's lifecycle rule expires it): %w",
 				messageID, found.ptr, perr))
 		}
 	}
-	return errors.Join(errs...)
+	return found.Message, errors.Join(errs...)
 }

@@ -16,6 +16,17 @@
 // No operation here deletes a dead letter before its copy is safely in the job queue, and a
 // redrive stopped halfway can be run again: every message is in one of the two queues.
 //
+// # Jobs kept in S3
+//
+// A job larger than SQS allows travels as an S3 pointer (pkg/payload), and so does its dead
+// letter. When the failure attribute does not name the job (the worker could not read the
+// object, or SQS moved the message itself), every reader of this package resolves the pointer
+// the same way, through Config.Payload: Peek lists the job with its id and kind, and Show,
+// RedriveJob and DeleteMessage find it by its id, as for any other job. Without a payload store
+// the dead letter is listed without them, its Payload.Err wrapping [ErrNoPayloadStore], and a
+// lookup by id that finds nothing returns a [NotFoundError] that counts such dead letters and
+// says why they could not be read.
+//
 // # Reading without losing
 //
 // SQS has no way to read a message without receiving it. Peek receives messages with a short
