@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -141,20 +142,10 @@ func cleanText(s string) string { return escapeHidden(strings.ToValidUTF8(s, "\u
 // carries (the escapes of clean would name another job).
 func raw(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// hidden reports whether r is a character the console shows escaped: a control character (C0,
-// DEL, C1), a bidirectional control (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) or a
-// line or paragraph separator (U+2028, U+2029).
-func hidden(r rune) bool {
-	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
-		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, r == 0x2028, r == 0x2029:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
-}
+// hidden reports whether r is a character the console shows escaped: the same set the CLI
+// escapes (termsafe.Unsafe: C0 and C1 controls, DEL, bidirectional controls, the line and
+// paragraph separators), so both show hostile job data alike.
+func hidden(r rune) bool { return termsafe.Unsafe(r) }
 
 // escapeHidden writes every hidden character of s as an escape: \xNN below U+0080, \uNNNN
 // above. keepLines keeps tabs and newlines.
