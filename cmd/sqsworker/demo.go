@@ -29,6 +29,7 @@ table of outcomes and the DLQ with the reasons.`,
 			if timeout <= 0 {
 				return &usageError{fmt.Errorf("--timeout %v: want a positive duration, such as 2m", timeout)}
 			}
+			keepRunningOnBrokenPipe()
 			opts := demo.Options{Stack: g.stack, Timeout: timeout}
 			if ui {
 				if err := uiOpts.check(); err != nil {

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
@@ -54,6 +50,7 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 				return &usageError{fmt.Errorf("--visibility-timeout %d: want 1-43200 seconds (at most 12 hours)", visibility)}
 			}
 			ctx := cmd.Context()
+			keepRunningOnBrokenPipe()
 			b, err := startLocal(ctx, cmd, g, port)
 			if err != nil {
 				return err
@@ -79,14 +76,7 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			}
 			bucket := ""
 			if payloads {
-				if g.payloadBucket != "" {
-					_, err = b.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(g.payloadBucket)})
-					var owned *s3types.BucketAlreadyOwnedByYou
-					if err != nil && !errors.As(err, &owned) {
-						return fmt.Errorf("create bucket %s: %w", g.payloadBucket, err)
-					}
-					bucket = g.payloadBucket
-				} else if bucket, err = awslocal.ProvisionBucket(ctx, b.S3(), stack); err != nil {
+				if bucket, err = provisionPayloadBucket(ctx, b, g, stack); err != nil {
 					return err
 				}
 			}

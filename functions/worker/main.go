@@ -91,7 +91,10 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		wcfg.Middleware = append(wcfg.Middleware, idem)
 	}
 	if cfg.PayloadBucket != "" {
-		st, err := payload.New(payload.Config{S3: s3.NewFromConfig(awsCfg), Bucket: cfg.PayloadBucket})
+		// On an emulator's endpoint (sqsworker run), buckets by path: <bucket>.localhost, the
+		// virtual-hosted name, resolves nowhere on most machines.
+		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = awsendpoint.Local(awsCfg) })
+		st, err := payload.New(payload.Config{S3: s3Client, Bucket: cfg.PayloadBucket})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
 		}
