@@ -42,9 +42,10 @@ table of outcomes and the DLQ with the reasons.`,
 				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
 			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
-			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region}
+			// Listen: the emulator answers only requests addressed to this machine (see up).
+			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region, Listen: true}
 			if endpoint := endpointOf(g); endpoint != "" {
-				bo.Backend, bo.Endpoint = awslocal.Endpoint, endpoint
+				bo.Backend, bo.Endpoint, bo.Listen = awslocal.Endpoint, endpoint, false
 			}
 			b, err := awslocal.Start(cmd.Context(), bo)
 			if err != nil {
