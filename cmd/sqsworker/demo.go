@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 )
 
@@ -39,7 +40,7 @@ table of outcomes and the DLQ with the reasons.`,
 			}
 			if verbose {
 				// Debug: the worker logs successes at Debug.
-				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: logattr.DurationText}))
 			}
 			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
 			// Listen: the emulator answers only requests addressed to this machine (see up).

@@ -27,6 +27,7 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
@@ -49,7 +50,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
 	slog.SetDefault(logger)
 
 	// AWS_ENDPOINT_URL, AWS_REGION and the execution role's credentials are read by the SDK. On an
