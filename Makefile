@@ -24,8 +24,9 @@ vet: ## go vet
 unit: ## go test -race on every package
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
-# The CLI, built once into bin/ (CLI_FLAGS: without the symbol table and DWARF, 19 MB less and a
-# faster link; panics still print their stack); `go build -o` relinks nothing when it is up to date.
+# The CLI, built once into bin/ (CLI_FLAGS: without the symbol table and DWARF, as `go run` links:
+# 47.8 MB instead of 66.8, a link 2-4 times as fast; panics still print their stack); `go build -o`
+# relinks nothing when the binary is up to date.
 CLI       ?= bin/sqsworker
 CLI_FLAGS ?= -trimpath -ldflags='-s -w'
 
