@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -92,9 +93,16 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		wcfg.Middleware = append(wcfg.Middleware, idem)
 	}
 	if cfg.PayloadBucket != "" {
-		// On an emulator's endpoint (sqsworker run), buckets by path: <bucket>.localhost, the
-		// virtual-hosted name, resolves nowhere on most machines.
-		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = awsendpoint.Local(awsCfg) })
+		// On an emulator's endpoint (sqsworker run), buckets by path (<bucket>.localhost, the
+		// virtual-hosted name, resolves nowhere on most machines), and checksums only where an
+		// operation requires them: emulators send none, and the SDK would warn on every read.
+		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+			if awsendpoint.Local(awsCfg) {
+				o.UsePathStyle = true
+				o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+				o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+			}
+		})
 		st, err := payload.New(payload.Config{S3: s3Client, Bucket: cfg.PayloadBucket})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
