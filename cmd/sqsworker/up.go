@@ -27,7 +27,9 @@ With --endpoint (or AWS_ENDPOINT_URL) it provisions that emulator or LocalStack 
 Without one it starts the embedded emulator on localhost:--port (4566 by default),
 provisions the stack there and keeps serving it until Ctrl-C: run your own worker and the
 other sqsworker commands against it from other terminals, with
-AWS_ENDPOINT_URL=http://localhost:4566. Its state ends with the command. It fires no
+AWS_ENDPOINT_URL=http://localhost:4566. Its state ends with the command. It answers only
+requests addressed to this machine (localhost, 127.0.0.1 or [::1]), and none a browser sends
+for another site's page: a web page cannot drive it (403 with the reason). It fires no
 schedules: 'sqsworker run --endpoint …' and the container example run the dispatcher that
 does. To run the worker function in the same terminal, 'sqsworker run' alone starts and
 provisions the emulator itself.
