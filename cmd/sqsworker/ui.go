@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
@@ -264,7 +265,7 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 	} else {
 		fmt.Fprintf(stderr, "sqsworker: warning: the console listens on %s, beyond this machine: reading needs no token; put it behind your own authentication\n", ln.Addr())
 	}
-	h, err := newConsole(ctx, c, refs, o, slog.New(slog.NewJSONHandler(stderr, nil)), stderr)
+	h, err := newConsole(ctx, c, refs, o, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: logattr.DurationText})), stderr)
 	if err != nil {
 		return err
 	}
