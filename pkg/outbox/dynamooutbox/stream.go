@@ -91,6 +91,7 @@ func NewStreamRelay(cfg StreamRelayConfig) (*StreamRelay, error) {
 // not be judged at all.
 func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
+	started := time.Now()
 	now := s.cfg.Now()
 	claim := outbox.Claim{Owner: s.cfg.Relay.ID(), Now: now, Until: now.Add(s.cfg.Lease)}
 	var cands []candidate
@@ -128,7 +129,7 @@ func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEven
 	if len(cands) == 0 {
 		return resp, nil
 	}
-	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, cands, modeStream, s.cfg.MaxPerGroup)
+	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, started, cands, modeStream, s.cfg.MaxPerGroup)
 	for pk, err := range failures {
 		s.cfg.Logger.WarnContext(ctx, "outbox stream relay: claim failed; the record is retried", "pk", pk, "error", err)
 		for _, seq := range seqOf[pk] {
