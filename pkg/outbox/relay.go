@@ -174,6 +174,9 @@ func defaultRelayID() string {
 // ID returns the relay's id (RelayConfig.ID or its default).
 func (r *Relay) ID() string { return r.cfg.ID }
 
+// Lease returns the relay's lease (RelayConfig.Lease or its default).
+func (r *Relay) Lease() time.Duration { return r.cfg.Lease }
+
 // RunOnce makes one pass: it claims up to BatchSize due entries, sends them and writes back the
 // outcomes. An error means the claim or the write-back failed; sends that failed are not errors
 // (they are retried later, and counted in Stats).
