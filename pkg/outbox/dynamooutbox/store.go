@@ -90,7 +90,14 @@ type candidate struct {
 // whose relay state is unreadable (available_at, created_at, attempts or locked_until not an
 // integer: other code wrote it) is not returned: one conditional write makes it dead at once,
 // with the reason as its last error, so it is listed and alarmed on and holds nothing up.
+//
+// Every entry's lease ends at c.Until, counted from c.Now, before the claim's first write: the
+// claim's own time is spent from it. So a claim stops taking entries once a quarter of the lease
+// (c.Until − c.Now) has passed since it began, and returns what it has: on a slow table a claim of
+// many entries would otherwise spend its first entries' lease before the relay sends them (the
+// relay checks what is left, outbox.RelayConfig.Lease, and would only release them).
 func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, error) {
+	started := time.Now()
 	if c.Owner == "" || c.Max <= 0 || !c.Until.After(c.Now) {
 		return nil, fmt.Errorf("%w: claim needs an owner, a positive Max and Until after Now", outbox.ErrInvalid)
 	}
@@ -98,7 +105,7 @@ func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, err
 	if err != nil {
 		return nil, err
 	}
-	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep, c.Max)
+	entries, failures := o.claimCandidates(ctx, c, started, cands, modeSweep, c.Max)
 	if len(failures) > 0 {
 		var errs []error
 		for _, err := range failures {
@@ -196,7 +203,10 @@ type attempt struct {
 // refused claim drops the rest of that group (an item made dead instead does not: the group goes
 // on behind it). failures maps the partition key of each item (or FIFO group) whose read or
 // claim failed (not a refused condition) to the error.
-func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode, perGroup int) (entries []outbox.Entry, failures map[string]error) {
+//
+// started is when the claim began (c.Now, on the monotonic clock): no attempt starts once a
+// quarter of the lease has passed since.
+func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, started time.Time, cands []candidate, mode claimMode, perGroup int) (entries []outbox.Entry, failures map[string]error) {
 	// FIFO candidates stand for their group: read each group once, in order, from its head.
 	type group struct {
 		pk      string
@@ -242,8 +252,12 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 	}
 	sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].ord < attempts[j].ord })
 
+	// A claim that has taken a quarter of the lease stops: the entries it claimed first must still
+	// be held, by more than half the lease, when the relay sends them after the claim returns.
+	stopAt := started.Add(c.Until.Sub(c.Now) / 4)
+	late := func() bool { return time.Now().After(stopAt) }
 	next := 0
-	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil {
+	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil && !late() {
 		// The next round: as many live attempts as are still wanted, grouped into units that run
 		// in parallel (a standard job, or the round's attempts of one group, in order).
 		want := c.Max - len(claimed)
@@ -269,6 +283,9 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 		}
 		o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
 			for _, a := range units[u] {
+				if late() {
+					return nil // left for the next pass, and the rest of its group with it
+				}
 				var e outbox.Entry
 				var res claimResult
 				var err error
