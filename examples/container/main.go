@@ -56,7 +56,7 @@ func main() {
 	// SIGTERM is what ECS, Kubernetes and docker stop send; SIGINT is Ctrl-C.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: durationText}))
 	if err := run(ctx, os.Getenv, logger); err != nil {
 		logger.Error("sqsworker container stopped", "err", err)
 		stop()
@@ -218,4 +218,13 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}
 	logger.Info("sqsworker container stopped: the batches in flight are settled")
 	return nil
+}
+
+// durationText writes durations as text ("2.1s"), where slog's JSON handler writes nanoseconds:
+// log lines are read by people first.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
