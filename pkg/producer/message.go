@@ -141,7 +141,9 @@ func (p *Producer) PrepareRaw(ctx context.Context, kind string, args json.RawMes
 //
 // Each message is validated again first, since it may come from a store other code can write:
 // its body must be an envelope whose id and kind match the message's, its size and attributes
-// within the limits, its queue this producer's (or empty), its group set on a FIFO queue. What is
+// within the limits, its queue this producer's (or empty; a producer of several queues sends each
+// message to the queue it was prepared for, empty meaning the default), its group set on a FIFO
+// queue. What is
 // left of RunAt becomes DelaySeconds, or a one-time schedule when it exceeds 15 minutes or the
 // queue is FIFO (Config.Scheduler; without one such a message fails with ErrNeedsScheduler); a
 // RunAt in the past sends at once.
