@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/queues"
+	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
 const base = "https://sqs.eu-west-1.amazonaws.com/123456789012/"
@@ -327,3 +328,5 @@ func TestParseSpec(t *testing.T) {
 		}
 	}
 }
+
+var _ worker.Routing = (*queues.Routing)(nil)
