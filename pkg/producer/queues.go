@@ -98,14 +98,22 @@ func (p *Producer) ForQueue(name string) (*Producer, error) {
 	return p.lanes[name], nil
 }
 
-// PerQueue returns one producer per queue of the set, in the set's order (a producer of one
-// queue: itself): what outbox.RelayConfig.Producers takes, so that a relay sends each job to the
-// queue it was prepared for.
+// PerQueue returns one producer per queue of the set, the default queue's first, then the
+// others in the set's order (a producer of one queue: itself): what outbox.RelayConfig.Producers
+// takes, so that a relay sends each job to the queue it was prepared for (and a job without a
+// queue to the default).
 func (p *Producer) PerQueue() []*Producer {
 	if p.lanes == nil {
 		return []*Producer{p}
 	}
-	return append([]*Producer(nil), p.order...)
+	def := p.lanes[p.set.Default().Name]
+	out := []*Producer{def}
+	for _, l := range p.order {
+		if l != def {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // route returns the lane of a job of kind with options opts.

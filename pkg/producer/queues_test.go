@@ -82,7 +82,7 @@ func stackSet(t *testing.T, extra ...queues.Queue) *queues.Set {
 	qs := append([]queues.Queue{
 		{Name: "critical", URL: qbase + "-critical", ARN: "arn:aws:sqs:us-east-1:123456789012:shop-jobs-critical"},
 		{Name: "default", URL: qbase},
-		{Name: "bulk", URL: qbase + "-bulk"}, // no ARN: delayed jobs cannot be scheduled to it
+		{Name: "bulk", URL: qbase + "-bulk"},
 	}, extra...)
 	s, err := queues.New(qs...)
 	if err != nil {
@@ -330,7 +330,13 @@ func (s *queueScheduler) ScheduleJobOn(ctx context.Context, queueARN string, env
 func TestRoutedDelayedJobsAreScheduledOntoTheirQueue(t *testing.T) {
 	t.Parallel()
 	sched := &queueScheduler{}
-	p := routedProducer(t, &queueSQS{}, func(c *Config) { c.Scheduler = sched })
+	p := routedProducer(t, &queueSQS{}, func(c *Config) {
+		c.Scheduler = sched
+		c.Queues = mustQueues(t, // bulk on an endpoint whose URL gives no ARN
+			queues.Queue{Name: "critical", URL: qbase + "-critical"},
+			queues.Queue{Name: "default", URL: qbase},
+			queues.Queue{Name: "bulk", URL: "http://localhost:4566/000000000000/shop-jobs-bulk"})
+	})
 	ctx := context.Background()
 	if _, err := p.Enqueue(ctx, resetArgs{"a"}, WithDelay(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -341,7 +347,7 @@ func TestRoutedDelayedJobsAreScheduledOntoTheirQueue(t *testing.T) {
 	if len(sched.on) != 1 || sched.on[0] != "arn:aws:sqs:us-east-1:123456789012:shop-jobs-critical" || len(sched.scheduled) != 2 {
 		t.Errorf("ScheduleJobOn %v, %d schedules; want critical's ARN once, and the default queue's job through ScheduleJob", sched.on, len(sched.scheduled))
 	}
-	_, err := p.Enqueue(ctx, importArgs{"big"}, WithDelay(time.Hour)) // bulk: no ARN in the set
+	_, err := p.Enqueue(ctx, importArgs{"big"}, WithDelay(time.Hour)) // bulk: no ARN
 	if !errors.Is(err, ErrNeedsScheduler) {
 		t.Errorf("a delay on a queue without an ARN = %v, want ErrNeedsScheduler", err)
 	}
@@ -375,8 +381,8 @@ func TestForQueueAndPerQueue(t *testing.T) {
 	for _, l := range p.PerQueue() {
 		urls = append(urls, queues.NameOf(l.QueueURL()))
 	}
-	if got := strings.Join(urls, ","); got != "shop-jobs-critical,shop-jobs,shop-jobs-bulk" {
-		t.Errorf("PerQueue() = %s, want one per queue in the set's order", got)
+	if got := strings.Join(urls, ","); got != "shop-jobs,shop-jobs-critical,shop-jobs-bulk" {
+		t.Errorf("PerQueue() = %s, want one per queue, the default first", got)
 	}
 	if p.Queues().Len() != 3 {
 		t.Error("Queues() is not the set")

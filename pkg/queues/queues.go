@@ -41,7 +41,8 @@ type Queue struct {
 	// URL is the SQS queue URL. Required. A URL ending in ".fifo" is a FIFO queue.
 	URL string
 	// ARN is the queue's ARN, when known: a producer needs it to schedule the queue's delayed
-	// jobs through EventBridge Scheduler. Defaults to "": unknown.
+	// jobs through EventBridge Scheduler. Defaults to the ARN of an AWS queue URL (ARNOf), else
+	// "": unknown.
 	ARN string
 	// DLQURL is the URL of the queue's dead-letter queue, when known. Defaults to "": the target
 	// of the queue's redrive policy, looked up where it is needed.
@@ -129,6 +130,9 @@ func New(qs ...Queue) (*Set, error) {
 				bad("%s: DLQ: %v", label, err)
 			}
 		}
+		if q.ARN == "" {
+			q.ARN, _ = ARNOf(q.URL)
+		}
 		if q.Weight == 0 {
 			q.Weight = DefaultWeight
 		}
@@ -176,8 +180,13 @@ func checkURL(s string) error {
 	return nil
 }
 
-// Len returns the number of queues.
-func (s *Set) Len() int { return len(s.queues) }
+// Len returns the number of queues (0 for a nil Set).
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.queues)
+}
 
 // All returns the queues in the set's order (the order they were given: strict priority's order,
 // highest first). The slice is the caller's.
@@ -254,4 +263,40 @@ func Parse(s string) (*Set, error) {
 		return nil, err
 	}
 	return New(qs...)
+}
+
+// ARNOf returns the ARN of the queue an AWS queue URL names
+// (https://sqs.<region>.amazonaws.com/<account>/<name>, or .amazonaws.com.cn in China), and
+// whether the URL is one; the URL of an emulator or another endpoint has no ARN to derive.
+func ARNOf(queueURL string) (string, bool) {
+	u, err := url.Parse(queueURL)
+	if err != nil || u.Scheme != "https" {
+		return "", false
+	}
+	host := strings.ToLower(u.Hostname())
+	partition := "aws"
+	rest, ok := strings.CutSuffix(host, ".amazonaws.com")
+	if !ok {
+		if rest, ok = strings.CutSuffix(host, ".amazonaws.com.cn"); !ok {
+			return "", false
+		}
+		partition = "aws-cn"
+	}
+	region, ok := strings.CutPrefix(rest, "sqs.")
+	if !ok || region == "" || strings.Contains(region, ".") {
+		return "", false
+	}
+	if strings.HasPrefix(region, "us-gov-") {
+		partition = "aws-us-gov"
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) != 2 || len(parts[0]) != 12 || parts[1] == "" {
+		return "", false
+	}
+	for _, c := range parts[0] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return "arn:" + partition + ":sqs:" + region + ":" + parts[0] + ":" + parts[1], true
 }

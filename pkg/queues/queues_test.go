@@ -330,3 +330,25 @@ func TestParseSpec(t *testing.T) {
 }
 
 var _ worker.Routing = (*queues.Routing)(nil)
+
+func TestARNOf(t *testing.T) {
+	t.Parallel()
+	for u, want := range map[string]string{
+		base + "shop-jobs": "arn:aws:sqs:eu-west-1:123456789012:shop-jobs",
+		"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q.fifo": "arn:aws-cn:sqs:cn-north-1:123456789012:q.fifo",
+		"https://sqs.us-gov-west-1.amazonaws.com/123456789012/q":      "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:q",
+		"http://localhost:4566/000000000000/q":                        "",
+		"https://sqs.eu-west-1.amazonaws.com/12345/q":                 "",
+		"https://sqs.eu-west-1.amazonaws.com/123456789012/q/extra":    "",
+		"https://eu-west-1.queue.example.com/123456789012/q":          "",
+	} {
+		got, ok := queues.ARNOf(u)
+		if got != want || ok != (want != "") {
+			t.Errorf("ARNOf(%s) = %q, %v; want %q", u, got, ok, want)
+		}
+	}
+	s := mustSet(t, queues.Queue{Name: "a", URL: base + "a"})
+	if s.Default().ARN != "arn:aws:sqs:eu-west-1:123456789012:a" {
+		t.Errorf("New did not derive the ARN of an AWS URL: %+v", s.Default())
+	}
+}
