@@ -30,11 +30,16 @@ there after maxReceiveCount receives.
   list      peek at up to 10 dead letters, without removing them
   show      one job's dead letter: its reason, error, attributes and body
   redrive   move every dead letter, or one job's, back to the job queue
-  purge     delete every dead letter`,
+  purge     delete every dead letter
+
+Each queue of a stack of several queues has its own DLQ: --queue NAME works on
+<stack>-jobs-NAME-dlq, and redrives to <stack>-jobs-NAME. 'sqsworker queues' shows how many
+dead letters each DLQ holds.`,
 		Example: `  sqsworker dlq list --stack myapp
   sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp
-  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp`,
+  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp
+  sqsworker dlq list --queue bulk --stack myapp          # the DLQ of the queue named bulk`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return &usageError{fmt.Errorf("unknown dlq command %q: want list, show, redrive or purge", args[0])}
@@ -42,6 +47,7 @@ there after maxReceiveCount receives.
 			return &usageError{errors.New("dlq needs a command: list, show, redrive or purge")}
 		},
 	}
+	cmd.PersistentFlags().String("queue", "", "the queue of the stack whose DLQ to work on, by name (default: the default queue's, <stack>-jobs-dlq; see 'sqsworker queues')")
 	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQRedriveCmd(g), newDLQPurgeCmd(g))
 	return cmd
 }
@@ -57,7 +63,8 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := resolveStack(ctx, c, stack, fifo, needQueue|needDLQ|optTable)
+	queue, _ := cmd.Flags().GetString("queue") // dlq's persistent --queue
+	refs, err := resolveQueue(ctx, c, stack, queue, fifo, needQueue|needDLQ|optTable)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -51,6 +51,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
+		queue       string
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue KIND ARGS_JSON",
@@ -68,7 +69,8 @@ the message carries a pointer to it (docs/envelope.md); enqueue prints the objec
 When the stack has its job table, the job is also recorded there as queued, so that
 'sqsworker status' finds it before a worker picks it up.
 
-A FIFO queue needs --group.
+A FIFO queue needs --group. --queue NAME sends to another queue of the stack,
+<stack>-jobs-NAME ('sqsworker queues' lists them): the CLI does not know the kinds' routes.
 
 --delay up to 15 minutes on a standard queue uses SQS DelaySeconds. A longer delay, and any
 delay on a FIFO queue, goes through a one-time EventBridge Scheduler schedule in the
@@ -162,7 +164,7 @@ the local schedule dispatcher does.`,
 					return err
 				}
 			}
-			refs, err := resolveStack(ctx, c, stack, fifo, needQueue|optTable)
+			refs, err := resolveQueue(ctx, c, stack, queue, fifo, needQueue|optTable)
 			if err != nil {
 				return err
 			}
@@ -260,6 +262,7 @@ the local schedule dispatcher does.`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	f.StringVar(&queue, "queue", "", "the queue of the stack to send to, by name (default: the default queue, <stack>-jobs; see 'sqsworker queues')")
 	return cmd
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/poller"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -37,6 +38,8 @@ type runOptions struct {
 	port                int
 	ui                  bool
 	uiOpts              uiOptions
+	queues              []string // --queue
+	priority            string   // --priority
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -55,6 +58,13 @@ an outbox table, the outbox relay (our stream poller and the sweeper) sends its 
 --bootstrap PATH runs an already built executable. The function gets SQSWORKER_QUEUE_URL,
 SQSWORKER_DLQ_URL, SQSWORKER_TABLE, AWS_ENDPOINT_URL, AWS_REGION and credentials.
 
+Each --queue NAME adds a queue beside the default one (as up does; docs/QUEUES.md): the
+function then gets SQSWORKER_QUEUES instead of the two queue URLs, and one poller serves
+every queue of the stack, choosing the queue of each batch by --priority: weighted (each
+queue's share of the batches is its weight's, while it has jobs) or strict (a queue is
+served only when the ones before it are empty). With an endpoint, run serves every queue
+the stack has (up --queue), --queue giving weights.
+
 Without an endpoint it starts the embedded emulator on localhost:--port (4566 by default,
 so that AWS_ENDPOINT_URL=http://localhost:4566 reaches it from other terminals), provisions
 the stack there (as up does; FIFO queues with --fifo) and serves it while it runs; its state
@@ -63,7 +73,8 @@ by its queue's name). One line per batch goes to stderr, with the function's out
 finishes the batches in flight, then stops.`,
 		Example: `  sqsworker run --stack myapp --function ./functions/worker
   sqsworker run --stack myapp --function ./functions/worker --fifo --port 4567
-  sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566`,
+  sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566
+  sqsworker run --stack myapp --function ./functions/worker --queue critical:weight=6 --queue bulk   # three queues, weighted`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runFunction(cmd, g, o)
@@ -77,6 +88,8 @@ finishes the batches in flight, then stops.`,
 	f.IntVar(&o.concurrency, "concurrency", 1, "function instances, each handling one batch at a time")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "the function timeout: each invoke's deadline")
 	f.BoolVar(&o.fifo, "fifo", false, "the stack's queues are FIFO (provisioned so on the embedded emulator; found by name otherwise)")
+	f.StringArrayVar(&o.queues, "queue", nil, queueFlagHelp+"; with an endpoint, the weight of an existing queue")
+	f.StringVar(&o.priority, "priority", "weighted", "how the poller chooses among several queues: weighted (by --queue weight=N, no starvation) or strict (in --queue order, the default queue first unless named)")
 	addPortFlag(cmd, &o.port)
 	addRunUIFlags(cmd, o)
 	return cmd
@@ -105,6 +118,14 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		return &usageError{fmt.Errorf("--batch-size %d: a FIFO event source takes at most 10", o.batchSize)}
 	case o.fifo && o.window > 0:
 		return &usageError{fmt.Errorf("--batching-window %v: a FIFO event source has no batching window", o.window)}
+	}
+	specs, err := parseQueueSpecs(o.queues)
+	if err != nil {
+		return err
+	}
+	priority, err := poller.ParsePriority(o.priority)
+	if err != nil {
+		return &usageError{fmt.Errorf("--priority %q: want weighted or strict", o.priority)}
 	}
 	stderr = &lockedWriter{w: stderr}
 
@@ -143,9 +164,23 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	sqsClient := sqs.NewFromConfig(b.Config)
 	schedClient := scheduler.NewFromConfig(b.Config)
 	var queueURL, dlqURL, table, queueARN string
+	var set *queues.Set // the stack's queues, reachable at the endpoint
 	if b.Kind != awslocal.Endpoint {
-		st, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: stack, FIFO: o.fifo})
+		provisioned, stacks, err := awslocal.ProvisionQueues(ctx, sqsClient, awslocal.StackOptions{Name: stack, FIFO: o.fifo}, specs...)
 		if err != nil {
+			return err
+		}
+		var st *awslocal.Stack
+		for _, s := range stacks {
+			if s.Queue == queues.DefaultName {
+				st = s
+			}
+		}
+		qs := provisioned.All()
+		for i := range qs { // reachable at the endpoint, from this process and the function's
+			qs[i].URL, qs[i].DLQURL = b.QueueURL(qs[i].URL), b.QueueURL(qs[i].DLQURL)
+		}
+		if set, err = queues.New(qs...); err != nil {
 			return err
 		}
 		if table, err = awslocal.ProvisionTable(ctx, b.DynamoDB(), stack); err != nil {
@@ -163,12 +198,20 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		if queueURL, dlqURL, table, queueARN, err = resolveRunStack(ctx, c, stack, o.fifo); err != nil {
 			return err
 		}
+		if set, err = runQueueSet(ctx, c, stack, specs); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "endpoint  %s (%s)\n", b.URL, b.Kind)
 	fmt.Fprintf(stdout, "queue     %s\n", queueURL)
 	fmt.Fprintf(stdout, "dlq       %s\n", dlqURL)
+	for _, q := range set.All() {
+		if q.Name != queues.DefaultName {
+			fmt.Fprintf(stdout, "queue     %s: %s (weight %d)\n", q.Name, q.URL, q.Weight)
+		}
+	}
 	fmt.Fprintf(stdout, "table     %s\n", table)
-	relay, err := runOutboxRelay(ctx, b, stack, queueURL, queueARN, sqsClient, schedClient, stdout, stderr)
+	relay, err := runOutboxRelay(ctx, b, stack, queueURL, queueARN, sqsClient, schedClient, stdout, stderr, set)
 	if err != nil {
 		return err
 	}
@@ -193,6 +236,12 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		"AWS_SESSION_TOKEN=" + creds.SessionToken,
 		"AWS_LAMBDA_FUNCTION_NAME=" + stack + "-worker",
 	}
+	if set.Len() > 1 {
+		// Several queues: the worker serves them all, each batch's queue from its event source
+		// (SQSWORKER_QUEUE_URL would pin every batch to the default queue).
+		env[0], env[1] = "SQSWORKER_QUEUE_URL=", "SQSWORKER_DLQ_URL="
+		env = append(env, "SQSWORKER_QUEUES="+set.String())
+	}
 	pool, err := lambdarun.Start(ctx, lambdarun.Function{
 		Bootstrap: bootstrap, Env: env, RIE: rie, Timeout: o.timeout,
 		Output: &reportFilter{w: stderr},
@@ -203,11 +252,18 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	defer pool.Close()
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := poller.New(poller.Config{
+	pcfg := poller.Config{
 		SQS: sqsClient, QueueURL: queueURL, Handler: &batchPrinter{h: pool, w: stderr},
 		BatchSize: o.batchSize, BatchWindow: o.window, Concurrency: o.concurrency,
 		InvocationTimeout: o.timeout, Logger: logger,
-	})
+	}
+	if set.Len() > 1 { // one poller over the stack's queues, by priority
+		pcfg.QueueURL, pcfg.Priority = "", priority
+		for _, q := range set.All() {
+			pcfg.Queues = append(pcfg.Queues, poller.Queue{URL: q.URL, Weight: q.Weight})
+		}
+	}
+	p, err := poller.New(pcfg)
 	if err != nil {
 		return &usageError{err}
 	}
@@ -330,4 +386,27 @@ func (f *reportFilter) Write(b []byte) (int, error) {
 		f.buf = f.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// runQueueSet finds the queues of a stack at an endpoint for run: every queue it has, each with
+// the weight its --queue flag gives (1 otherwise). A --queue the stack lacks is an error.
+func runQueueSet(ctx context.Context, c *awsClients, stack string, specs []queues.Spec) (*queues.Set, error) {
+	set, err := stackQueueSet(ctx, c, stack)
+	if err != nil {
+		return nil, err
+	}
+	weights := map[string]int{}
+	for _, sp := range specs {
+		if _, err := set.Get(sp.Name); err != nil {
+			return nil, c.missingQueue(ctx, stack, sp.Name)
+		}
+		weights[sp.Name] = sp.Weight
+	}
+	qs := set.All()
+	for i := range qs {
+		if w, ok := weights[qs[i].Name]; ok {
+			qs[i].Weight = w
+		}
+	}
+	return queues.New(qs...)
 }
