@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // window is a chart window of the overview.
@@ -82,20 +84,10 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 		RefreshMillis: int(c.cfg.Refresh / time.Millisecond),
 	}
 	var wg sync.WaitGroup
-	type q struct {
-		role QueueRole
-		url  string
-	}
-	var queues []q
-	if c.cfg.QueueURL != "" {
-		queues = append(queues, q{JobQueue, c.cfg.QueueURL})
-	}
-	if c.cfg.DLQURL != "" {
-		queues = append(queues, q{DeadLetterQueue, c.cfg.DLQURL})
-	}
-	doc.Queues = make([]queueJSON, len(queues))
-	for i, qu := range queues {
-		wg.Go(func() { doc.Queues[i] = c.queueLine(ctx, qu.role, qu.url) })
+	lines := c.queueLines()
+	doc.Queues = make([]queueJSON, len(lines))
+	for i, l := range lines {
+		wg.Go(func() { doc.Queues[i] = c.queueRow(ctx, l) })
 	}
 	if c.cfg.Stats != nil {
 		wg.Go(func() {
@@ -115,12 +107,51 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 	return doc
 }
 
-// queueLine reads one queue's depths (and, through Stats, its oldest message's age).
-func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
-	line := queueJSON{Role: "job queue", Name: clean(c.queueName), OldestAge: "-"}
-	if role == DeadLetterQueue {
-		line.Role, line.Name = "dead-letter queue", clean(c.dlqName)
+// overviewQueue is one row of the overview's queue table: which queue, and whether Stats' oldest
+// age applies to it (Stats knows the two queues of QueueURL and DLQURL only).
+type overviewQueue struct {
+	role      QueueRole
+	label     string // the row's "queue" cell
+	name, url string
+	stats     bool
+}
+
+// queueLines returns the overview's rows: QueueURL's and DLQURL's, or with Config.Queues the
+// rows of every queue of the set and of its DLQ.
+func (c *Console) queueLines() []overviewQueue {
+	var out []overviewQueue
+	if set := c.cfg.Queues; set != nil && set.Len() > 0 {
+		for _, q := range set.All() {
+			main := q.URL == c.cfg.QueueURL || (c.cfg.QueueURL == "" && q.Name == set.Default().Name)
+			out = append(out, overviewQueue{JobQueue, "job queue " + q.Name, q.SQSName(), q.URL, main})
+			if q.DLQURL != "" {
+				out = append(out, overviewQueue{DeadLetterQueue, "dead-letter queue " + q.Name, queues.NameOf(q.DLQURL), q.DLQURL, main})
+			}
+		}
+		return out
 	}
+	if c.cfg.QueueURL != "" {
+		out = append(out, overviewQueue{JobQueue, "job queue", c.queueName, c.cfg.QueueURL, true})
+	}
+	if c.cfg.DLQURL != "" {
+		out = append(out, overviewQueue{DeadLetterQueue, "dead-letter queue", c.dlqName, c.cfg.DLQURL, true})
+	}
+	return out
+}
+
+// queueLine reads the depths of QueueURL's (role JobQueue) or DLQURL's queue.
+func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
+	q := overviewQueue{JobQueue, "job queue", c.queueName, url, true}
+	if role == DeadLetterQueue {
+		q = overviewQueue{DeadLetterQueue, "dead-letter queue", c.dlqName, url, true}
+	}
+	return c.queueRow(ctx, q)
+}
+
+// queueRow reads one queue's depths (and, through Stats, its oldest message's age).
+func (c *Console) queueRow(ctx context.Context, q overviewQueue) queueJSON {
+	line := queueJSON{Role: clean(q.label), Name: clean(q.name), OldestAge: "-"}
+	role, url := q.role, q.url
 	if c.cfg.SQS != nil {
 		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(url),
@@ -141,7 +172,7 @@ func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) que
 			line.Delayed = num(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)
 		}
 	}
-	if c.cfg.Stats != nil {
+	if c.cfg.Stats != nil && q.stats {
 		age, ok, err := c.cfg.Stats.OldestAge(ctx, role)
 		if err != nil && line.Error == "" {
 			line.Error = clean(err.Error())
