@@ -39,6 +39,9 @@ type Poller struct {
 	queueARN   string
 	region     string
 	visibility time.Duration
+	// receiveWait is the queue's ReceiveMessageWaitTimeSeconds: the wait of a receive that
+	// sends no WaitTimeSeconds (0: a short poll, which answers at once).
+	receiveWait time.Duration
 }
 
 // New validates cfg, fills in its defaults and returns a Poller. Every problem is reported, each
@@ -112,6 +115,7 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 		AttributeNames: []sqstypes.QueueAttributeName{
 			sqstypes.QueueAttributeNameQueueArn,
 			sqstypes.QueueAttributeNameVisibilityTimeout,
+			sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds,
 		},
 	}, keepConnection)
 	if err != nil {
@@ -129,6 +133,9 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 			return fmt.Errorf("poller: no region in queue ARN %q; set Config.Region", p.queueARN)
 		}
 		p.region = parts[3]
+	}
+	if secs, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds)]); err == nil && secs > 0 {
+		p.receiveWait = time.Duration(secs) * time.Second
 	}
 	p.visibility = p.cfg.VisibilityTimeout
 	if p.visibility == 0 {

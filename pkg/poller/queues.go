@@ -15,8 +15,9 @@ import (
 // receiver, which holds at most one received batch until a handler slot takes it, and a queue is
 // known to be empty once its last receive came back empty (it is then long-polled, and becomes a
 // candidate again the moment a message arrives). A queue that just had messages is asked again at
-// once with a receive that waits at most 1 s; a slot whose choice falls on such a queue waits for
-// that answer rather than pass it over.
+// once (a probe: a short poll, answered at once, when the queue's ReceiveMessageWaitTimeSeconds
+// is 0, SQS's default; else a receive that waits at most 1 s); a slot whose choice falls on such
+// a queue waits for that answer rather than pass it over.
 type Priority uint8
 
 const (
@@ -67,10 +68,14 @@ type Queue struct {
 // MaxWeight is the largest Queue.Weight.
 const MaxWeight = 1000
 
-// probeWait is the wait of a receive from a queue that had messages at its last receive: long
-// enough to be a long poll (which asks every SQS server, where a short poll samples some and may
-// miss the last messages of a queue), short enough that a slot waiting for the answer of a queue
-// that has just become empty moves on within a second.
+// probeWait bounds the wait of a probe (a receive from a queue that had messages at its last
+// receive) on a queue whose ReceiveMessageWaitTimeSeconds is above 0: the SDK cannot send
+// WaitTimeSeconds 0 (it omits a zero), so such a queue cannot be short-polled, and a slot waiting
+// for the answer of a queue that has just become empty then moves on within a second. On a queue
+// without a default wait the probe is a short poll, answered at once. A short poll samples some
+// of SQS's servers and may miss a queue's last messages: the queue then counts as empty until its
+// next receive, a long poll, which asks every server and returns as soon as it finds them (one
+// hand-off later).
 const probeWait = time.Second
 
 // checkQueues validates Config.Queues (and fills in default weights); it reports whether any
@@ -197,7 +202,10 @@ func (p *Poller) receiveLane(ctx context.Context, l *lane) {
 		m.mu.Unlock()
 		wait := l.p.cfg.WaitTime
 		if probe {
-			wait = min(probeWait, wait)
+			wait = 0 // a short poll (WaitTimeSeconds omitted: the queue's default, 0)
+			if l.p.receiveWait > 0 {
+				wait = min(probeWait, l.p.cfg.WaitTime) // the queue would wait longer: bound it
+			}
 		}
 		b, err := l.p.gather(ctx, wait, true)
 		if b != nil {

@@ -184,10 +184,27 @@ func TestEmulatorWeightedPriorityServesTheWeights(t *testing.T) {
 }
 
 // TestEmulatorStrictPriorityEmptiesTheHigherQueueFirst: with both queues full, a strict poller
-// of two slots starts every batch of the higher queue before the first of the lower one.
+// of two slots starts every batch of the higher queue before the first of the lower one; so too
+// when the queues have a default long-poll wait (ReceiveMessageWaitTimeSeconds 20), where the
+// probes cannot be short polls.
 func TestEmulatorStrictPriorityEmptiesTheHigherQueueFirst(t *testing.T) {
 	t.Parallel()
+	for _, wait := range []string{"0", "20"} {
+		t.Run("ReceiveMessageWaitTimeSeconds="+wait, func(t *testing.T) {
+			t.Parallel()
+			strictOrder(t, wait)
+		})
+	}
+}
+
+func strictOrder(t *testing.T, receiveWait string) {
 	client, set := stackQueues(t, map[string]int{"high": 60, "low": 60}, queues.Spec{Name: "high"}, queues.Spec{Name: "low"})
+	for _, q := range set.All() {
+		if _, err := client.SetQueueAttributes(t.Context(), &sqs.SetQueueAttributesInput{QueueUrl: aws.String(q.URL),
+			Attributes: map[string]string{"ReceiveMessageWaitTimeSeconds": receiveWait}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	log := newStartLog(120)
 	p, err := poller.New(poller.Config{
 		SQS: client, Queues: pollerQueues(t, set, "high", "low"), Priority: poller.Strict,
