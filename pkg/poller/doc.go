@@ -69,9 +69,12 @@
 //     Config.Queues that is not empty. A higher queue's job waits at most for the batches already
 //     running plus one receive; lower queues wait while higher ones have messages.
 //
-// A queue counts as empty once its last receive came back empty; until then (a receive that
-// waits at most 1 s, after one that returned messages) a slot whose choice falls on it waits for
-// its answer. An empty queue costs one long poll every Config.WaitTime, as with one queue.
+// A queue counts as empty once its last receive came back empty; after a receive that returned
+// messages it is asked again at once (a short poll; a receive of at most 1 s on a queue whose
+// ReceiveMessageWaitTimeSeconds is above 0), and a slot whose choice falls on it waits for that
+// answer. An empty queue costs one long poll every Config.WaitTime, as with one queue.
+// BenchmarkCriticalLatency measures a critical queue's wait during a flood on a bulk one
+// (docs/BENCHMARKS.md).
 //
 // A FIFO queue needs nothing special: SQS keeps a message group locked while any of its messages
 // is in flight, and the group id, deduplication id and sequence number reach the handler as
