@@ -55,6 +55,11 @@ type Config struct {
 	// lock held, so it need not be safe for concurrent use. Defaults to math/rand/v2's Float64;
 	// tests inject a seeded source.
 	Rand func() float64
+	// OnBatchReady, when set, is called with several Queues each time a queue's receiver holds a
+	// received batch, ready for the next hand-off to a handler slot: the queue's URL and the
+	// batch's size. From then on the batch is a candidate of every hand-off (Priority). It runs
+	// on the receiver's goroutine: keep it short. Defaults to nil.
+	OnBatchReady func(queueURL string, messages int)
 	// Handler handles the batches. Required.
 	Handler Handler
 

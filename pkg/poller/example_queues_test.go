@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ func ExampleConfig_queues() {
 	all := make(chan struct{})
 	p, err := poller.New(poller.Config{
 		SQS: client, Queues: []poller.Queue{{URL: crit.URL}, {URL: bulk.URL}}, Priority: poller.Strict,
-		BatchSize: 1, WaitTime: time.Second,
+		BatchSize: 1, WaitTime: time.Second, Logger: slog.New(slog.DiscardHandler),
 		Handler: poller.HandlerFunc(func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -213,6 +213,9 @@ func (p *Poller) receiveLane(ctx context.Context, l *lane) {
 			l.ready, l.empty = b, false
 			m.cond.Broadcast()
 			m.mu.Unlock()
+			if f := p.cfg.OnBatchReady; f != nil {
+				f(l.p.cfg.QueueURL, len(b.msgs))
+			}
 			select {
 			case <-l.taken:
 			case <-ctx.Done():

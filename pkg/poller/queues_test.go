@@ -284,7 +284,13 @@ func TestEmulatorFloodOnBulkDoesNotHoldBackCritical(t *testing.T) {
 			var mu sync.Mutex
 			var order []string
 			r := rand.New(rand.NewPCG(9, 1))
+			critReady := make(chan struct{}, 1)
 			p, err := poller.New(poller.Config{
+				OnBatchReady: func(url string, _ int) {
+					if url == crit.URL {
+						critReady <- struct{}{}
+					}
+				},
 				SQS: client, Queues: pollerQueues(t, set, "critical", "bulk"), Priority: tc.priority, Rand: r.Float64,
 				BatchSize: 1, Concurrency: 1, WaitTime: 20 * time.Second, Logger: testLogger(t),
 				Handler: batchFunc(func(ctx context.Context, msgs []sqstypes.Message) ([]string, error) {
@@ -310,7 +316,7 @@ func TestEmulatorFloodOnBulkDoesNotHoldBackCritical(t *testing.T) {
 			start(t, p)
 			recv(t, firstBulk, "the first bulk job")
 			send(t, client, crit.URL, nil, "critical 0")
-			eventually(t, "the critical job to be received", func() bool { return inFlight(t, client, crit.URL) == 1 })
+			recv(t, critReady, "the critical job held for a slot")
 			mu.Lock()
 			running := len(order)
 			mu.Unlock()
