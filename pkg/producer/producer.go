@@ -266,10 +266,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// QueueURL returns the queue the producer sends to.
+// QueueURL returns the queue the producer sends to (a producer of several queues: the default
+// queue's; Queues has them all).
 func (p *Producer) QueueURL() string { return p.queueURL }
 
-// FIFO reports whether the queue is a FIFO queue.
+// FIFO reports whether the queue is a FIFO queue (a producer of several queues: the default
+// queue).
 func (p *Producer) FIFO() bool { return p.fifo }
 
 // Request is one job of EnqueueBatch.
