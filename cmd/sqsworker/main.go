@@ -104,7 +104,7 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
 localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules, and ui, the web console: on AWS by default). Every command takes another endpoint with --endpoint or
+schedules, queues, and ui, the web console: on AWS by default). Every command takes another endpoint with --endpoint or
 AWS_ENDPOINT_URL: LocalStack, or an emulator, where no credentials are needed. Read
 commands print tables, or one JSON document with --output json.
 
