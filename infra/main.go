@@ -173,6 +173,38 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 		str("apiAsset", &a.Asset)
 		p.Api = a
 	}
+	// Several queues: queues ("critical:20,bulk:5,orders:fifo": name, then optionally the event
+	// source's MaxConcurrency and fifo) and routes ("email.send=critical,import.csv=bulk"); the
+	// rest of QueueProps is set in code.
+	if v := get("queues"); v != "" {
+		for _, entry := range strings.Split(v, ",") {
+			parts := strings.Split(strings.TrimSpace(entry), ":")
+			q := jobqueue.QueueProps{Name: parts[0]}
+			for _, opt := range parts[1:] {
+				if opt == "fifo" {
+					q.FIFO = true
+					continue
+				}
+				n, err := strconv.Atoi(opt)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("context queues: entry %q: %q is neither fifo nor a MaxConcurrency", entry, opt))
+				}
+				q.MaxConcurrency = n
+			}
+			p.Queues = append(p.Queues, q)
+		}
+	}
+	if v := get("routes"); v != "" {
+		p.Routes = map[string]string{}
+		for _, entry := range strings.Split(v, ",") {
+			kind, queue, ok := strings.Cut(strings.TrimSpace(entry), "=")
+			if !ok {
+				errs = append(errs, fmt.Errorf("context routes: entry %q: want kind=queue", entry))
+				continue
+			}
+			p.Routes[kind] = queue
+		}
+	}
 	var outbox bool
 	if boolean("outbox", &outbox); outbox {
 		p.Outbox = &jobqueue.OutboxProps{}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sqsworker/sqsworker/infra/internal/testasset"
+	"github.com/sqsworker/sqsworker/infra/jobqueue"
 )
 
 // The app tests share one Node process (jsii) with nothing else in this package: no t.Parallel.
@@ -49,6 +50,21 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil || p.Api == nil || len(p.Api.Kinds) != 2 || p.Api.Kinds[0].Kind != "email.send" || p.Api.Kinds[1].MaxArgsBytes != 262144 ||
 		!p.Api.ShowDetails || p.Api.ReservedConcurrency != 5 || p.Api.AuthType != "" {
 		t.Fatalf("api context: %+v, %v", p.Api, err)
+	}
+	p, err = PropsFromContext(func(k string) string {
+		return map[string]string{"queues": "critical:20, bulk, orders:fifo:4", "routes": "email.send=critical,import.csv=bulk"}[k]
+	})
+	if err != nil || len(p.Queues) != 3 || p.Queues[0] != (jobqueue.QueueProps{Name: "critical", MaxConcurrency: 20}) ||
+		p.Queues[1].Name != "bulk" || p.Queues[2] != (jobqueue.QueueProps{Name: "orders", FIFO: true, MaxConcurrency: 4}) ||
+		p.Routes["import.csv"] != "bulk" || len(p.Routes) != 2 {
+		t.Fatalf("queues context: %+v, %v, %v", p.Queues, p.Routes, err)
+	}
+	_, err = PropsFromContext(func(k string) string {
+		return map[string]string{"fifo": "maybe", "timeout": "30", "recursiveLoop": "off", "queues": "bulk:many", "routes": "email.send"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), `context queues: entry "bulk:many": "many" is neither fifo nor a MaxConcurrency`) ||
+		!strings.Contains(err.Error(), `context routes: entry "email.send": want kind=queue`) {
+		t.Fatalf("err = %v", err)
 	}
 	_, err = PropsFromContext(func(k string) string {
 		return map[string]string{"fifo": "maybe", "timeout": "30", "recursiveLoop": "off"}[k]

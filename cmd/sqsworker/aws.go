@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // awsClients are the clients a stack command uses, for one endpoint.
@@ -135,6 +136,8 @@ const (
 type stackRefs struct {
 	Name string
 	FIFO bool
+	// Queue is the queue of the stack's set the command works on (--queue): "" for the default.
+	Queue string
 	// Queue and DLQ are the job queue and its dead-letter queue (name and URL; empty when not
 	// asked for).
 	QueueName, QueueURL string
@@ -152,22 +155,37 @@ type stackRefs struct {
 // replaces this function then, with the same result type, so that stacks named otherwise work
 // too. Nothing else in the CLI derives resource names.
 func resolveStack(ctx context.Context, c *awsClients, stack string, fifo bool, n needs) (*stackRefs, error) {
-	refs := &stackRefs{Name: stack, FIFO: fifo}
+	return resolveQueue(ctx, c, stack, "", fifo, n)
+}
+
+// resolveQueue is resolveStack for one queue of the stack's queue set (--queue): "" or
+// queues.DefaultName for the default queue, "<stack>-jobs"; "critical" for "<stack>-jobs-critical"
+// and its DLQ "<stack>-jobs-critical-dlq" (queues.SQSName).
+func resolveQueue(ctx context.Context, c *awsClients, stack, queue string, fifo bool, n needs) (*stackRefs, error) {
+	if queue != "" {
+		if err := queues.ValidateName(queue); err != nil {
+			return nil, &usageError{fmt.Errorf("--queue: %v", err)}
+		}
+	}
+	refs := &stackRefs{Name: stack, FIFO: fifo, Queue: queue}
 	if n&(needQueue|needDLQ) != 0 {
 		if !fifo {
-			// A FIFO stack is recognised by its queue; a standard one is the default.
-			switch _, err := queueURL(ctx, c, awslocal.QueueName(stack, true)); {
+			// A FIFO queue is recognised by its name; a standard one is the default.
+			switch _, err := queueURL(ctx, c, queues.SQSName(stack, queue, true)); {
 			case err == nil:
 				refs.FIFO = true
 			case !errors.Is(err, errNoQueue):
 				return nil, err
 			}
 		}
-		refs.QueueName = awslocal.QueueName(stack, refs.FIFO)
-		refs.DLQName = awslocal.DLQName(stack, refs.FIFO)
+		refs.QueueName = queues.SQSName(stack, queue, refs.FIFO)
+		refs.DLQName = queues.DLQSQSName(stack, queue, refs.FIFO)
 	}
 	if n&needQueue != 0 {
 		u, err := queueURL(ctx, c, refs.QueueName)
+		if err != nil && queue != "" && queue != queues.DefaultName && errors.Is(err, errNoQueue) {
+			return nil, c.missingQueue(ctx, stack, queue)
+		}
 		if err != nil {
 			return nil, c.missing(err, "queue "+refs.QueueName, stack, refs.FIFO)
 		}

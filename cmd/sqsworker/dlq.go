@@ -34,13 +34,19 @@ there after maxReceiveCount receives.
 
 A job too large for SQS is kept in S3 and its dead letter is a pointer: every command reads
 the job's id and kind from the object (in the payload bucket, --payload-bucket or
-<stack>-payloads) when the failure attribute does not give them.`,
+<stack>-payloads) when the failure attribute does not give them.
+
+Each queue of a stack of several queues has its own DLQ: --queue NAME works on
+<stack>-jobs-NAME-dlq, and redrives to <stack>-jobs-NAME. 'sqsworker queues' shows how many
+dead letters each DLQ holds.`,
 		Example: `  sqsworker dlq list --stack myapp
   sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp
-  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp`,
+  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp
+  sqsworker dlq list --queue bulk --stack myapp          # the DLQ of the queue named bulk`,
 		RunE: groupRunE,
 	}
+	cmd.PersistentFlags().String("queue", "", "the queue of the stack whose DLQ to work on, by name (default: the default queue's, <stack>-jobs-dlq; see 'sqsworker queues')")
 	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQRedriveCmd(g), newDLQPurgeCmd(g))
 	return cmd
 }
@@ -56,7 +62,8 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := resolveStack(ctx, c, stack, fifo, needQueue|needDLQ|optTable)
+	queue, _ := cmd.Flags().GetString("queue") // dlq's persistent --queue
+	refs, err := resolveQueue(ctx, c, stack, queue, fifo, needQueue|needDLQ|optTable)
 	if err != nil {
 		return nil, nil, err
 	}

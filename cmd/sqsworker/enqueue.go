@@ -55,6 +55,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
+		queue       string
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue KIND ARGS_JSON",
@@ -72,7 +73,8 @@ the message carries a pointer to it (docs/envelope.md); enqueue prints the objec
 When the stack has its job table, the job is also recorded there as queued, so that
 'sqsworker status' finds it before a worker picks it up.
 
-A FIFO queue needs --group.
+A FIFO queue needs --group. --queue NAME sends to another queue of the stack,
+<stack>-jobs-NAME ('sqsworker queues' lists them): the CLI does not know the kinds' routes.
 
 --delay up to 15 minutes on a standard queue uses SQS DelaySeconds (rounded up to whole
 seconds): enqueue prints the time the job becomes visible to workers. A longer delay, and any
@@ -166,7 +168,7 @@ the local schedule dispatcher does.`,
 					return err
 				}
 			}
-			refs, err := resolveStack(ctx, c, stack, fifo, needQueue|optTable)
+			refs, err := resolveQueue(ctx, c, stack, queue, fifo, needQueue|optTable)
 			if err != nil {
 				return err
 			}
@@ -267,6 +269,7 @@ the local schedule dispatcher does.`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	f.StringVar(&queue, "queue", "", "the queue of the stack to send to, by name (default: the default queue, <stack>-jobs; see 'sqsworker queues')")
 	return cmd
 }
 

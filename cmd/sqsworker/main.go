@@ -133,8 +133,8 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
 localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules, outbox, and ui, the web console: on AWS by default). Every command takes another
-endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an emulator, where no
+schedules, outbox, queues, and ui, the web console: on AWS by default). Every command takes
+another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an emulator, where no
 credentials are needed. Read commands print tables, or one JSON document with --output json;
 tables show job data with control and bidi characters escaped (\x1b, \u202e). 'sqsworker
 version' says which build this is.
@@ -175,7 +175,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
 		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g), newVersionCmd(g))
+		newUICmd(g), newVersionCmd(g), newQueuesCmd(g))
 	root.Version = readVersion(debug.ReadBuildInfo()).line()
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root

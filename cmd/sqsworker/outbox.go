@@ -21,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -363,7 +364,7 @@ func outboxRow(e *outbox.Entry) string {
 // so there the sweeper sends every job. queueARN, when known, lets it deliver long delays through
 // the stack's schedule group.
 func runOutboxRelay(ctx context.Context, b *awslocal.Backend, stack, queueURL, queueARN string, sqsClient producer.SQSAPI,
-	schedClient schedule.SchedulerAPI, stdout, stderr io.Writer) (*dynamooutbox.Runner, error) {
+	schedClient schedule.SchedulerAPI, stdout, stderr io.Writer, set ...*queues.Set) (*dynamooutbox.Runner, error) {
 	c := &awsClients{where: b.URL, local: true, ddb: b.DynamoDB()}
 	ob, streamARN, err := stackOutbox(ctx, c, stack)
 	if err != nil || ob == nil {
@@ -376,11 +377,15 @@ func runOutboxRelay(ctx context.Context, b *awslocal.Backend, stack, queueURL, q
 			return nil, err
 		}
 	}
-	p, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: queueURL, Scheduler: sched})
+	pcfg := producer.Config{SQS: sqsClient, QueueURL: queueURL, Scheduler: sched}
+	if len(set) > 0 && set[0].Len() > 1 { // each job to the queue it was prepared for
+		pcfg.Queues = set[0]
+	}
+	p, err := producer.New(pcfg)
 	if err != nil {
 		return nil, err
 	}
-	lr, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: []*producer.Producer{p},
+	lr, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: p.PerQueue(),
 		Streams: dynamodbstreams.NewFromConfig(b.Config), StreamARN: streamARN, ID: "run-" + strconv.Itoa(os.Getpid()),
 		Relay:  outbox.RelayConfig{PollInterval: 500 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -28,6 +28,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/poller"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
@@ -41,6 +42,8 @@ type runOptions struct {
 	port                int
 	ui                  bool
 	uiOpts              uiOptions
+	queues              []string // --queue
+	priority            string   // --priority
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -62,6 +65,13 @@ SQSWORKER_SCHEDULE_GROUP and, when the stack has a payload bucket, SQSWORKER_PAY
 with AWS_ENDPOINT_URL, AWS_REGION and credentials. The rest of its environment is run's own:
 set SQSWORKER_LOG_LEVEL=debug (or any other setting of docs/FUNCTIONS.md) before run.
 
+Each --queue NAME adds a queue beside the default one (as up does; docs/QUEUES.md): the
+function then gets SQSWORKER_QUEUES instead of the two queue URLs, and one poller serves
+every queue of the stack, choosing the queue of each batch by --priority: weighted (each
+queue's share of the batches is its weight's, while it has jobs) or strict (a queue is
+served only when the ones before it are empty). With an endpoint, run serves every queue
+the stack has (up --queue), --queue giving weights.
+
 Without an endpoint it starts the embedded emulator on localhost:--port (4566 by default,
 so that AWS_ENDPOINT_URL=http://localhost:4566 reaches it from other terminals), provisions
 the stack there (as up --payloads does: the payload bucket <stack>-payloads or
@@ -73,7 +83,8 @@ closed terminal) finishes the batches in flight, stops the function's processes,
 build and says "stopped" on stderr, whether stdout is a terminal, a file or a closed pipe.`,
 		Example: `  sqsworker run --stack myapp --function ./functions/worker
   sqsworker run --stack myapp --function ./functions/worker --fifo --port 4567
-  sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566`,
+  sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566
+  sqsworker run --stack myapp --function ./functions/worker --queue critical:weight=6 --queue bulk   # three queues, weighted`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runFunction(cmd, g, o)
@@ -87,6 +98,8 @@ build and says "stopped" on stderr, whether stdout is a terminal, a file or a cl
 	f.IntVar(&o.concurrency, "concurrency", 1, "function instances, each handling one batch at a time")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "the function timeout: each invoke's deadline")
 	f.BoolVar(&o.fifo, "fifo", false, "the stack's queues are FIFO (provisioned so on the embedded emulator; found by name otherwise)")
+	f.StringArrayVar(&o.queues, "queue", nil, queueFlagHelp+"; with an endpoint, the weight of an existing queue")
+	f.StringVar(&o.priority, "priority", "weighted", "how the poller chooses among several queues: weighted (by --queue weight=N, no starvation) or strict (in --queue order, the default queue first unless named)")
 	addPortFlag(cmd, &o.port)
 	addRunUIFlags(cmd, o)
 	return cmd
@@ -116,11 +129,19 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	case o.fifo && o.window > 0:
 		return &usageError{fmt.Errorf("--batching-window %v: a FIFO event source has no batching window", o.window)}
 	}
+	specs, err := parseQueueSpecs(o.queues)
+	if err != nil {
+		return err
+	}
+	priority, err := poller.ParsePriority(o.priority)
+	if err != nil {
+		return &usageError{fmt.Errorf("--priority %q: want weighted or strict", o.priority)}
+	}
 	stderr = &lockedWriter{w: stderr}
 	keepRunningOnBrokenPipe()
 	// Everything run started is stopped and removed before it says "stopped": the function's
 	// processes, the emulator, the build's directory.
-	served, err := serveFunction(ctx, g, o, cmd, stack, stdout, stderr)
+	served, err := serveFunction(ctx, g, o, cmd, stack, specs, priority, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -135,7 +156,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 // started. Every process it starts is in a process group of its own (a Ctrl-C at the terminal
 // reaches only run, which stops them), and is stopped and reaped before it returns, whatever
 // stdout and stderr are.
-func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Command, stack string, stdout, stderr io.Writer) (bool, error) {
+func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Command, stack string, specs []queues.Spec, priority poller.Priority, stdout, stderr io.Writer) (bool, error) {
 	bootstrap := o.bootstrap
 	if bootstrap != "" {
 		if fi, err := os.Stat(bootstrap); err != nil {
@@ -173,7 +194,7 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 	c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB(), s3: b.S3()}
 	st := runStack{ScheduleGroup: awslocal.ScheduleGroupName(stack)}
 	if b.Kind != awslocal.Endpoint {
-		if st, err = provisionRunStack(ctx, b, g, stack, o.fifo); err != nil {
+		if st, err = provisionRunStack(ctx, b, g, stack, o.fifo, specs); err != nil {
 			return false, err
 		}
 	} else {
@@ -187,15 +208,23 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 		if ps != nil {
 			st.PayloadBucket = ps.Bucket()
 		}
+		if st.Queues, err = runQueueSet(ctx, c, stack, specs); err != nil {
+			return false, err
+		}
 	}
 	fmt.Fprintf(stdout, "endpoint  %s (%s)\n", b.URL, b.Kind)
 	fmt.Fprintf(stdout, "queue     %s\n", st.QueueURL)
 	fmt.Fprintf(stdout, "dlq       %s\n", st.DLQURL)
+	for _, q := range st.Queues.All() {
+		if q.Name != queues.DefaultName {
+			fmt.Fprintf(stdout, "queue     %s: %s (weight %d)\n", q.Name, q.URL, q.Weight)
+		}
+	}
 	fmt.Fprintf(stdout, "table     %s\n", st.Table)
 	if st.PayloadBucket != "" {
 		fmt.Fprintf(stdout, "payloads  %s (S3 bucket)\n", st.PayloadBucket)
 	}
-	relay, err := runOutboxRelay(ctx, b, stack, st.QueueURL, st.QueueARN, sqsClient, schedClient, stdout, stderr)
+	relay, err := runOutboxRelay(ctx, b, stack, st.QueueURL, st.QueueARN, sqsClient, schedClient, stdout, stderr, st.Queues)
 	if err != nil {
 		return false, err
 	}
@@ -218,11 +247,18 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 	defer pool.Close()
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := poller.New(poller.Config{
+	pcfg := poller.Config{
 		SQS: sqsClient, QueueURL: st.QueueURL, Handler: &batchPrinter{h: pool, w: stderr},
 		BatchSize: o.batchSize, BatchWindow: o.window, Concurrency: o.concurrency,
 		InvocationTimeout: o.timeout, Logger: logger,
-	})
+	}
+	if st.Queues.Len() > 1 { // one poller over the stack's queues, by priority
+		pcfg.QueueURL, pcfg.Priority = "", priority
+		for _, q := range st.Queues.All() {
+			pcfg.Queues = append(pcfg.Queues, poller.Queue{URL: q.URL, Weight: q.Weight})
+		}
+	}
+	p, err := poller.New(pcfg)
 	if err != nil {
 		return false, &usageError{err}
 	}
@@ -260,18 +296,32 @@ type runStack struct {
 	ScheduleGroup              string
 	// PayloadBucket is the bucket of jobs larger than SQS allows ("" when the stack has none).
 	PayloadBucket string
+	// Queues is the stack's queue set, reachable at the endpoint (the default queue alone, or
+	// the queues --queue names besides it).
+	Queues *queues.Set
 }
 
 // provisionRunStack provisions the stack on run's own emulator, as `up --payloads` does (FIFO
 // queues with fifo): the queues, the job table, the schedule group, the outbox table and the
 // payload bucket (--payload-bucket, or <stack>-payloads).
-func provisionRunStack(ctx context.Context, b *awslocal.Backend, g *globals, stack string, fifo bool) (runStack, error) {
+func provisionRunStack(ctx context.Context, b *awslocal.Backend, g *globals, stack string, fifo bool, specs []queues.Spec) (runStack, error) {
 	st := runStack{ScheduleGroup: awslocal.ScheduleGroupName(stack)}
-	q, err := awslocal.Provision(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{Name: stack, FIFO: fifo})
+	provisioned, stacks, err := awslocal.ProvisionQueues(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{Name: stack, FIFO: fifo}, specs...)
 	if err != nil {
 		return st, err
 	}
-	st.QueueURL, st.DLQURL, st.QueueARN = b.QueueURL(q.QueueURL), b.QueueURL(q.DLQURL), q.QueueARN
+	for _, q := range stacks {
+		if q.Queue == queues.DefaultName {
+			st.QueueURL, st.DLQURL, st.QueueARN = b.QueueURL(q.QueueURL), b.QueueURL(q.DLQURL), q.QueueARN
+		}
+	}
+	qs := provisioned.All()
+	for i := range qs { // reachable at the endpoint, from this process and the function's
+		qs[i].URL, qs[i].DLQURL = b.QueueURL(qs[i].URL), b.QueueURL(qs[i].DLQURL)
+	}
+	if st.Queues, err = queues.New(qs...); err != nil {
+		return st, err
+	}
 	if st.Table, err = awslocal.ProvisionTable(ctx, b.DynamoDB(), stack); err != nil {
 		return st, err
 	}
@@ -328,6 +378,12 @@ func functionEnv(st runStack, endpoint, region string, creds aws.Credentials, st
 		"SQSWORKER_DLQ_URL=" + st.DLQURL,
 		"SQSWORKER_TABLE=" + st.Table,
 		"SQSWORKER_SCHEDULE_GROUP=" + st.ScheduleGroup,
+	}
+	if st.Queues.Len() > 1 {
+		// Several queues: the worker serves them all, each batch's queue from its event source
+		// (SQSWORKER_QUEUE_URL would pin every batch to the default queue).
+		env[0], env[1] = "SQSWORKER_QUEUE_URL=", "SQSWORKER_DLQ_URL="
+		env = append(env, "SQSWORKER_QUEUES="+st.Queues.String())
 	}
 	if st.PayloadBucket != "" {
 		env = append(env, "SQSWORKER_PAYLOAD_BUCKET="+st.PayloadBucket)
@@ -439,4 +495,27 @@ func (f *reportFilter) Write(b []byte) (int, error) {
 		f.buf = f.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// runQueueSet finds the queues of a stack at an endpoint for run: every queue it has, each with
+// the weight its --queue flag gives (1 otherwise). A --queue the stack lacks is an error.
+func runQueueSet(ctx context.Context, c *awsClients, stack string, specs []queues.Spec) (*queues.Set, error) {
+	set, err := stackQueueSet(ctx, c, stack)
+	if err != nil {
+		return nil, err
+	}
+	weights := map[string]int{}
+	for _, sp := range specs {
+		if _, err := set.Get(sp.Name); err != nil {
+			return nil, c.missingQueue(ctx, stack, sp.Name)
+		}
+		weights[sp.Name] = sp.Weight
+	}
+	qs := set.All()
+	for i := range qs {
+		if w, ok := weights[qs[i].Name]; ok {
+			qs[i].Weight = w
+		}
+	}
+	return queues.New(qs...)
 }

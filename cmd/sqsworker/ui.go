@@ -138,6 +138,11 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 		ReadOnly: o.readOnly, Token: o.token, ShowArgs: o.showArgs, Logger: logger, Hosts: o.hosts, SecureCookie: o.secure,
 		Emulator: c.local,
 	}
+	// A stack of several queues: the overview shows each queue and its DLQ (one ListQueues
+	// call; without the permission, the default queue's rows alone).
+	if set, err := stackQueueSet(ctx, c, refs.Name); err == nil && set.Len() > 1 {
+		cfg.Queues = set
+	}
 	var table *status.Table
 	if refs.Table != "" {
 		var err error

@@ -9,11 +9,13 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 func newUpCmd(g *globals) *cobra.Command {
 	var fifo, payloads bool
 	var maxReceive, visibility, port int
+	var queueFlags []string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Provision a stack's queue, DLQ (with its redrive policy) and job table",
@@ -21,7 +23,10 @@ func newUpCmd(g *globals) *cobra.Command {
 redrive policy, the DynamoDB job table <stack>-jobs (idempotency and status, with its
 indexes and TTL), the EventBridge Scheduler schedule group <stack>-jobs and the transactional
 outbox table <stack>-outbox (with its stream); with --payloads also the S3 bucket
-<stack>-payloads (or --payload-bucket) for jobs larger than SQS allows. It is idempotent.
+<stack>-payloads (or --payload-bucket) for jobs larger than SQS allows. Each --queue NAME adds
+a queue beside the default one, <stack>-jobs-NAME with its DLQ <stack>-jobs-NAME-dlq, its
+options overriding the stack's (weight=N for the poller of 'run', fifo, visibility=D,
+max-receive=N; docs/QUEUES.md). It is idempotent.
 
 With --endpoint (or AWS_ENDPOINT_URL) it provisions that emulator or LocalStack and exits.
 Without one it starts the embedded emulator on localhost:--port (4566 by default),
@@ -38,7 +43,8 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 		Example: `  sqsworker up --stack myapp                    # serve the embedded emulator on localhost:4566
   sqsworker up --stack myapp --port 4567        # on another port
   AWS_ENDPOINT_URL=http://localhost:4566 sqsworker up --stack other   # one more stack there
-  sqsworker up --stack myapp --fifo --max-receive-count 30 --endpoint http://localhost:4566`,
+  sqsworker up --stack myapp --fifo --max-receive-count 30 --endpoint http://localhost:4566
+  sqsworker up --stack myapp --queue critical:weight=6 --queue bulk:visibility=5m   # three queues`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stack, err := g.stackName(cmd)
@@ -51,6 +57,10 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			case visibility < 1 || visibility > 43200:
 				return &usageError{fmt.Errorf("--visibility-timeout %d: want 1-43200 seconds (at most 12 hours)", visibility)}
 			}
+			specs, err := parseQueueSpecs(queueFlags)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			keepRunningOnBrokenPipe()
 			b, err := startLocal(ctx, cmd, g, port)
@@ -58,11 +68,17 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 				return err
 			}
 			defer b.Close()
-			st, err := awslocal.Provision(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{
+			set, stacks, err := awslocal.ProvisionQueues(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{
 				Name: stack, FIFO: fifo, MaxReceiveCount: maxReceive, VisibilityTimeout: visibility,
-			})
+			}, specs...)
 			if err != nil {
 				return err
+			}
+			st := stacks[0]
+			for _, s := range stacks {
+				if s.Queue == queues.DefaultName {
+					st = s
+				}
 			}
 			table, err := awslocal.ProvisionTable(ctx, b.DynamoDB(), stack)
 			if err != nil {
@@ -86,6 +102,13 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			fmt.Fprintf(out, "endpoint  %s (%s)\n", b.URL, b.Kind)
 			fmt.Fprintf(out, "queue     %s\n          %s\n", b.QueueURL(st.QueueURL), st.QueueARN)
 			fmt.Fprintf(out, "dlq       %s\n          %s\n", b.QueueURL(st.DLQURL), st.DLQARN)
+			for _, s := range stacks {
+				if s == st {
+					continue
+				}
+				q, _ := set.Get(s.Queue)
+				fmt.Fprintf(out, "queue     %s: %s (weight %d)\n          dlq %s\n", s.Queue, b.QueueURL(s.QueueURL), q.Weight, b.QueueURL(s.DLQURL))
+			}
 			fmt.Fprintf(out, "table     %s\n", table)
 			fmt.Fprintf(out, "schedules %s (schedule group)\n", group)
 			fmt.Fprintf(out, "outbox    %s (transactional outbox, with its stream)\n", outboxTable)
@@ -104,6 +127,7 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 		},
 	}
 	cmd.Flags().BoolVar(&fifo, "fifo", false, "create FIFO queues")
+	cmd.Flags().StringArrayVar(&queueFlags, "queue", nil, queueFlagHelp)
 	cmd.Flags().IntVar(&maxReceive, "max-receive-count", 15, "redrive policy maxReceiveCount, 1-1000 (≥ 3 × the largest MaxAttempts)")
 	cmd.Flags().IntVar(&visibility, "visibility-timeout", 30, "queue visibility timeout in seconds, 1-43200 (≥ 6 × the function timeout)")
 	addPortFlag(cmd, &port)

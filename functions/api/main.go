@@ -78,6 +78,9 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 		return nil, nil, err
 	}
 	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
+	if cfg.Queues.Set != nil { // several queues: each kind to its queue (SQSWORKER_ROUTES)
+		pcfg.Queues, pcfg.Routes = cfg.Queues.Set, cfg.Queues.Routes
+	}
 	if ot != nil {
 		pcfg.Observer = ot.Tracing.Producer()
 	}

@@ -69,7 +69,7 @@ func newHandler(ctx context.Context, cfg config.PGRelay, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, err
 	}
-	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
+	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL, Queues: cfg.Queues.Set}
 	if cfg.Table != "" {
 		st, err := status.New(status.Config{Client: dynamodb.NewFromConfig(awsCfg), Table: cfg.Table})
 		if err != nil {
@@ -96,7 +96,7 @@ func newHandler(ctx context.Context, cfg config.PGRelay, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, err
 	}
-	r, err := outbox.NewRelay(outbox.RelayConfig{Store: ob, Producers: []*producer.Producer{prod}, BatchSize: cfg.BatchSize,
+	r, err := outbox.NewRelay(outbox.RelayConfig{Store: ob, Producers: prod.PerQueue(), BatchSize: cfg.BatchSize,
 		Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -66,7 +66,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	}
 	// The outbox's claims and completes run dynamooutbox.DefaultConcurrency requests at once.
 	config.SizePool(&awsCfg, dynamooutbox.DefaultConcurrency+2)
-	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
+	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL, Queues: cfg.Queues.Set}
 	if cfg.Scheduling() {
 		sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(awsCfg), Group: cfg.ScheduleGroup,
 			QueueARN: cfg.QueueARN, RoleARN: cfg.SchedulerRoleARN, DeadLetterARN: cfg.SchedulerDLQARN})
@@ -79,7 +79,9 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	return newHandler(dynamodb.NewFromConfig(awsCfg), cfg, []*producer.Producer{p}, logger, metricsw)
+	// One producer per queue of the stack (one without SQSWORKER_QUEUES): each job goes to the
+	// queue it was prepared for.
+	return newHandler(dynamodb.NewFromConfig(awsCfg), cfg, p.PerQueue(), logger, metricsw)
 }
 
 // newHandler builds the relay's handler on a DynamoDB client (tests pass the emulator's).

@@ -18,14 +18,15 @@ func TestBadConfigurationExits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bootstrap)
-	cmd.Env = []string{"SQSWORKER_CONCURRENCY=0", "SQSWORKER_LOG_LEVEL=loud", "SQSWORKER_DEADLINE_MARGIN=soon", "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"SQSWORKER_CONCURRENCY=0", "SQSWORKER_LOG_LEVEL=loud", "SQSWORKER_DEADLINE_MARGIN=soon", "PATH=/usr/bin:/bin",
+		"SQSWORKER_QUEUES=bulk=https://sqs.eu-west-1.amazonaws.com/123456789012/a,bulk=https://sqs.eu-west-1.amazonaws.com/123456789012/b"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("exit = %v, want status 1\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for _, want := range []string{"SQSWORKER_CONCURRENCY", "SQSWORKER_LOG_LEVEL", "SQSWORKER_DEADLINE_MARGIN"} {
+	for _, want := range []string{"SQSWORKER_CONCURRENCY", "SQSWORKER_LOG_LEVEL", "SQSWORKER_DEADLINE_MARGIN", `SQSWORKER_QUEUES: queues: invalid queue set: two queues are named "bulk"`} {
 		n := 0
 		for _, l := range lines {
 			if strings.Contains(l, want) {

@@ -32,6 +32,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -110,6 +111,15 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		}
 		wcfg.Payload, wcfg.PayloadCleanup = st, cfg.PayloadCleanup
 	}
+	if set := cfg.Queues.Set; set != nil {
+		// Several queues: each kind's queue is its registration's (jobs.WithQueue), else
+		// SQSWORKER_ROUTES'; a job that arrives elsewhere runs, and is counted.
+		routes := queues.Chain{reg, cfg.Queues.Routes}
+		if err := set.CheckRoutes(routes); err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvQueues, err)
+		}
+		wcfg.Routing = set.Routing(routes)
+	}
 	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
 		return nil, err
@@ -121,15 +131,24 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	if cfg.QueueURL != "" {
-		// Warn when a kind's MaxAttempts is close to the queue's maxReceiveCount. In the
+	preflight := []string{cfg.QueueURL}
+	if cfg.Queues.Set != nil {
+		preflight = nil
+		for _, q := range cfg.Queues.Set.All() {
+			preflight = append(preflight, q.URL)
+		}
+	}
+	if preflight[0] != "" {
+		// Warn when a kind's MaxAttempts is close to a queue's maxReceiveCount. In the
 		// background, so the check does not lengthen the cold start; a failure to read the
 		// policy is logged, not fatal.
 		go func() {
 			pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			if _, err := h.Preflight(pctx, cfg.QueueURL); err != nil {
-				logger.Warn("sqsworker: could not check the queue's redrive policy", slog.String("error", err.Error()))
+			for _, u := range preflight {
+				if _, err := h.Preflight(pctx, u); err != nil {
+					logger.Warn("sqsworker: could not check the queue's redrive policy", slog.String("queue_url", u), slog.String("error", err.Error()))
+				}
 			}
 		}()
 	}
@@ -138,7 +157,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
 		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""),
 		slog.String("payload_bucket", cfg.PayloadBucket), slog.String("payload_cleanup", cfg.PayloadCleanup.String()),
-		slog.Bool("tracing", ot != nil))
+		slog.Bool("tracing", ot != nil), slog.Int("queues", max(1, cfg.Queues.Set.Len())))
 	return &invoker{h: h, ot: ot}, nil
 }
 

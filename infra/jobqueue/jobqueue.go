@@ -45,6 +45,10 @@ type JobQueue struct {
 
 	// PostgresOutbox is the PostgreSQL outbox's relay (pgoutbox.go), nil unless Props.PostgresOutbox.
 	PostgresOutbox *PostgresOutbox
+
+	// NamedQueues are the queues of Props.Queues (namedqueues.go), in its order; Queue and DLQ
+	// are the default queue's.
+	NamedQueues []*NamedQueue
 }
 
 func secs(d interface{ Seconds() float64 }) awscdk.Duration {
@@ -67,6 +71,7 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 
 	jq := &JobQueue{Construct: constructs.NewConstruct(scope, jsii.String(id)), Props: p}
 	jq.queues()
+	jq.namedQueues()
 	jq.table()
 	jq.worker()
 	jq.scheduling()
@@ -80,5 +85,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	if err := jq.addOutbox(); err != nil {
 		return nil, err
 	}
+	jq.wireNamedQueues()
 	return jq, nil
 }

@@ -87,6 +87,9 @@ func (p Props) derivedNames() []derivedName {
 	if p.Outbox != nil || p.PostgresOutbox != nil {
 		out = append(out, derivedName{"outbox schedule group name", OutboxScheduleGroupName(p.Name), "EventBridge Scheduler", 64})
 	}
+	for _, q := range p.Queues { // namedqueues.go: <Name>-jobs-<queue>-dlq(.fifo), the longest
+		out = append(out, derivedName{fmt.Sprintf("queue %s's DLQ name", q.Name), NamedDLQName(p.Name, q.Name, q.FIFO), "SQS", 80})
+	}
 	return out
 }
 

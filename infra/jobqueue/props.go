@@ -128,6 +128,20 @@ type Props struct {
 	PayloadBucket bool
 	// PostgresOutbox, when set, deploys the relay of a PostgreSQL transactional outbox (pgoutbox.go).
 	PostgresOutbox *PostgresOutboxProps
+
+	// Queues adds named queues beside the default one (namedqueues.go, docs/QUEUES.md):
+	// "critical", "bulk", each with its own queue, DLQ, redrive budget, event source mapping and
+	// MaximumConcurrency, alarms and dashboard row. The worker serves them all (it is then given
+	// SQSWORKER_QUEUES instead of SQSWORKER_QUEUE_URL and SQSWORKER_DLQ_URL); producers
+	// (GrantEnqueue), the API, the relays and the scheduler role may send to each. Defaults to
+	// nil: the default queue alone, and a template as before.
+	Queues []QueueProps
+	// Routes routes kinds to queues, kind → queue name (DefaultQueueName or a name of Queues): the
+	// functions get it as SQSWORKER_ROUTES (the API sends each kind to its queue; the worker
+	// counts jobs that arrive elsewhere). A kind routed to a queue the stack does not have fails
+	// Validate. Kinds registered with jobs.WithQueue in a worker main need no entry. Defaults to
+	// nil: every kind to the default queue.
+	Routes map[string]string
 }
 
 // Poller bounds for SQS event sources (checked 2026-11-29 with the docs search).
@@ -272,5 +286,6 @@ func (p Props) Validate() error {
 	if p.PostgresOutbox != nil {
 		errs = append(errs, p.PostgresOutbox.validate())
 	}
+	errs = append(errs, p.validateQueues()...)
 	return errors.Join(errs...)
 }

@@ -99,6 +99,7 @@ func (jq *JobQueue) relaySchedule(id string, fn awslambda.IFunction, rate time.D
 // objects when there is one.
 func (jq *JobQueue) grantRelayEnqueue(grantee awsiam.IGrantable, payloads bool) {
 	jq.grantSendOnly(jq.Queue, grantee)
+	jq.grantNamedQueuesSend(grantee, false) // every queue of Props.Queues: jobs go to their kind's
 	if payloads {
 		jq.grantEnqueuePayload(grantee)
 	}

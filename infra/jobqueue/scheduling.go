@@ -65,7 +65,7 @@ func (jq *JobQueue) scheduling() {
 	})
 }
 
-// GrantEnqueue lets a producer send jobs: SendMessage on the queue, and the look-ups the sqsworker
+// GrantEnqueue lets a producer send jobs: SendMessage on the queue (and on each of Props.Queues), and the look-ups the sqsworker
 // CLI makes, GetQueueUrl and GetQueueAttributes (SendAndLookUpActions; with kms:GenerateDataKey
 // and kms:Decrypt on the customer key when there is one) and, when scheduling is enabled, writing and
 // deleting schedules in the group plus iam:PassRole on the scheduler role, to EventBridge
@@ -74,6 +74,8 @@ func (jq *JobQueue) scheduling() {
 // with Props.PayloadBucket, s3:PutObject on the bucket's objects (payload.go).
 func (jq *JobQueue) GrantEnqueue(grantee awsiam.IGrantable) {
 	jq.grantSend(jq.Queue, grantee)
+	// Every queue of Props.Queues too.
+	jq.grantNamedQueuesSend(grantee, true)
 	jq.grantEnqueuePayload(grantee) // s3:PutObject on the payload bucket, when there is one
 	if jq.ScheduleGroup == nil {
 		return

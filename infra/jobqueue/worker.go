@@ -39,6 +39,12 @@ func (jq *JobQueue) worker() {
 		EnvDLQURL:   jq.DLQ.QueueUrl(),
 		EnvTable:    jq.Table.TableName(),
 	}
+	if len(p.Queues) > 0 {
+		// Several queues: each batch's queue (and DLQ) from its event source; a fixed URL would
+		// send every queue's retries to one (wireNamedQueues sets SQSWORKER_QUEUES).
+		delete(env, EnvQueueURL)
+		delete(env, EnvDLQURL)
+	}
 	if p.LogLevel != "" {
 		env[EnvLogLevel] = jsii.String(p.LogLevel)
 	}

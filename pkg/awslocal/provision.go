@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // StackOptions describes the resources Provision creates. The zero value (with a Name) is a
@@ -27,6 +29,10 @@ type StackOptions struct {
 	MaxReceiveCount int
 	// VisibilityTimeout of the source queue. Defaults to 30 seconds.
 	VisibilityTimeout int
+	// Queue names one of the stack's queues (pkg/queues): "critical" creates
+	// "<name>-jobs-critical" and its DLQ "<name>-jobs-critical-dlq". Defaults to "": the stack's
+	// default queue, "<name>-jobs". Provision once per queue; ProvisionQueues does it for a set.
+	Queue string
 }
 
 // Stack names the provisioned resources.
@@ -39,6 +45,9 @@ type Stack struct {
 	DLQURL, DLQARN string
 	// FIFO reports whether the queues are FIFO queues.
 	FIFO bool
+	// Queue is the queue's name in the stack's queue set (pkg/queues): queues.DefaultName for
+	// the default queue.
+	Queue string
 }
 
 // QueueMaxMessageSize is the MaximumMessageSize of both queues Provision creates: 1 MiB
@@ -74,6 +83,15 @@ func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*
 	if err := validStackName(opts.Name); err != nil {
 		return nil, err
 	}
+	if opts.Queue == "" {
+		opts.Queue = queues.DefaultName
+	}
+	if err := queues.ValidateName(opts.Queue); err != nil {
+		return nil, fmt.Errorf("awslocal: %w", err)
+	}
+	if n := queues.DLQSQSName(opts.Name, opts.Queue, opts.FIFO); len(n) > queues.MaxSQSNameLength {
+		return nil, fmt.Errorf("awslocal: the DLQ name %s is %d characters long, above SQS's %d: shorten the stack or queue name", n, len(n), queues.MaxSQSNameLength)
+	}
 	if opts.MaxReceiveCount == 0 {
 		opts.MaxReceiveCount = 15
 	}
@@ -86,14 +104,14 @@ func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*
 	if opts.VisibilityTimeout < 0 || opts.VisibilityTimeout > 43200 {
 		return nil, fmt.Errorf("awslocal: VisibilityTimeout %d out of range 0-43200", opts.VisibilityTimeout)
 	}
-	st := &Stack{Name: opts.Name, FIFO: opts.FIFO}
+	st := &Stack{Name: opts.Name, FIFO: opts.FIFO, Queue: opts.Queue}
 	maxSize := strconv.Itoa(QueueMaxMessageSize)
 	dlqAttrs := map[string]string{"MessageRetentionPeriod": "1209600", "MaximumMessageSize": maxSize}
 	if opts.FIFO {
 		dlqAttrs["FifoQueue"] = "true"
 	}
 	var err error
-	if st.DLQURL, st.DLQARN, err = createQueue(ctx, client, DLQName(opts.Name, opts.FIFO), dlqAttrs); err != nil {
+	if st.DLQURL, st.DLQARN, err = createQueue(ctx, client, queues.DLQSQSName(opts.Name, opts.Queue, opts.FIFO), dlqAttrs); err != nil {
 		return nil, err
 	}
 	redrive, _ := json.Marshal(map[string]string{
@@ -111,7 +129,7 @@ func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*
 			attrs["ContentBasedDeduplication"] = "true"
 		}
 	}
-	if st.QueueURL, st.QueueARN, err = createQueue(ctx, client, QueueName(opts.Name, opts.FIFO), attrs); err != nil {
+	if st.QueueURL, st.QueueARN, err = createQueue(ctx, client, queues.SQSName(opts.Name, opts.Queue, opts.FIFO), attrs); err != nil {
 		return nil, err
 	}
 	return st, nil

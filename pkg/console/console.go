@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -162,6 +163,13 @@ type Config struct {
 	PeekCacheFor time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+
+	// Queues, when set, is the stack's queue set (pkg/queues): the overview shows a row for
+	// each of its queues and one for each queue's DLQ (its URL from the set; a queue without one
+	// has no DLQ row), with SQS. QueueURL and DLQURL stay those of the queue the Dead letters
+	// page and the Enqueue page work on (the default, for `sqsworker ui`). Defaults to nil: the
+	// rows of QueueURL and DLQURL.
+	Queues *queues.Set
 }
 
 // Console is the console's http.Handler. It is safe for concurrent use. Close stops a redrive

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // window is a chart window of the overview.
@@ -92,21 +94,11 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 		RefreshMillis: int(c.cfg.Refresh / time.Millisecond), Refresh: duration(c.cfg.Refresh), Approximate: c.cfg.Emulator,
 	}
 	var wg sync.WaitGroup
-	type q struct {
-		role QueueRole
-		url  string
-	}
-	var queues []q
-	if c.cfg.QueueURL != "" {
-		queues = append(queues, q{JobQueue, c.cfg.QueueURL})
-	}
-	if c.cfg.DLQURL != "" {
-		queues = append(queues, q{DeadLetterQueue, c.cfg.DLQURL})
-	}
-	doc.Queues = make([]queueJSON, len(queues))
-	lineErrs := make([]error, len(queues))
-	for i, qu := range queues {
-		wg.Go(func() { doc.Queues[i], lineErrs[i] = c.queueLineErr(ctx, qu.role, qu.url) })
+	lines := c.queueLines()
+	doc.Queues = make([]queueJSON, len(lines))
+	lineErrs := make([]error, len(lines))
+	for i, l := range lines {
+		wg.Go(func() { doc.Queues[i], lineErrs[i] = c.queueRowErr(ctx, l) })
 	}
 	var ratesErr error
 	if c.cfg.Stats != nil {
@@ -144,19 +136,54 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 	return doc
 }
 
-// queueLine reads one queue's depths (and, through Stats, its oldest message's age).
+// overviewQueue is one row of the overview's queue table: which queue, and whether Stats' oldest
+// age applies to it (Stats knows the two queues of QueueURL and DLQURL only).
+type overviewQueue struct {
+	role      QueueRole
+	label     string // the row's "queue" cell
+	name, url string
+	stats     bool
+}
+
+// queueLines returns the overview's rows: QueueURL's and DLQURL's, or with Config.Queues the
+// rows of every queue of the set and of its DLQ.
+func (c *Console) queueLines() []overviewQueue {
+	var out []overviewQueue
+	if set := c.cfg.Queues; set != nil && set.Len() > 0 {
+		for _, q := range set.All() {
+			main := q.URL == c.cfg.QueueURL || (c.cfg.QueueURL == "" && q.Name == set.Default().Name)
+			out = append(out, overviewQueue{JobQueue, "job queue " + q.Name, q.SQSName(), q.URL, main})
+			if q.DLQURL != "" {
+				out = append(out, overviewQueue{DeadLetterQueue, "dead-letter queue " + q.Name, queues.NameOf(q.DLQURL), q.DLQURL, main})
+			}
+		}
+		return out
+	}
+	if c.cfg.QueueURL != "" {
+		out = append(out, overviewQueue{JobQueue, "job queue", c.queueName, c.cfg.QueueURL, true})
+	}
+	if c.cfg.DLQURL != "" {
+		out = append(out, overviewQueue{DeadLetterQueue, "dead-letter queue", c.dlqName, c.cfg.DLQURL, true})
+	}
+	return out
+}
+
+// queueLine reads the depths of QueueURL's (role JobQueue) or DLQURL's queue.
 func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
-	line, _ := c.queueLineErr(ctx, role, url)
+	q := overviewQueue{JobQueue, "job queue", c.queueName, url, true}
+	if role == DeadLetterQueue {
+		q = overviewQueue{DeadLetterQueue, "dead-letter queue", c.dlqName, url, true}
+	}
+	line, _ := c.queueRowErr(ctx, q)
 	return line
 }
 
-// queueLineErr is queueLine, with the first error it met.
-func (c *Console) queueLineErr(ctx context.Context, role QueueRole, url string) (queueJSON, error) {
+// queueRowErr reads one queue's depths (and, through Stats, its oldest message's age), with the
+// first error it met.
+func (c *Console) queueRowErr(ctx context.Context, q overviewQueue) (queueJSON, error) {
 	var first error
-	line := queueJSON{Role: "job queue", Name: clean(c.queueName), OldestAge: "-"}
-	if role == DeadLetterQueue {
-		line.Role, line.Name = "dead-letter queue", clean(c.dlqName)
-	}
+	line := queueJSON{Role: clean(q.label), Name: clean(q.name), OldestAge: "-"}
+	role, url := q.role, q.url
 	if c.cfg.SQS != nil {
 		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(url),
@@ -178,7 +205,7 @@ func (c *Console) queueLineErr(ctx context.Context, role QueueRole, url string) 
 			line.Delayed = num(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)
 		}
 	}
-	if c.cfg.Stats != nil {
+	if c.cfg.Stats != nil && q.stats {
 		age, ok, err := c.cfg.Stats.OldestAge(ctx, role)
 		if err != nil && line.Error == "" {
 			first = err

@@ -27,6 +27,9 @@ type KindOptions struct {
 	// Policy computes the backoff after a failure. Defaults to Exponential{} (full jitter,
 	// 5 s base, 15 min cap).
 	Policy Policy
+	// Queue names the queue of the stack the kind's jobs are sent to (see [WithQueue]).
+	// Defaults to "": the stack's default queue.
+	Queue string
 }
 
 // WithMaxAttempts sets the kind's MaxAttempts (at least 1).
@@ -37,6 +40,15 @@ func WithTimeout(d time.Duration) Option { return func(o *KindOptions) { o.Timeo
 
 // WithPolicy sets the kind's retry policy.
 func WithPolicy(p Policy) Option { return func(o *KindOptions) { o.Policy = p } }
+
+// WithQueue routes the kind's jobs to the named queue of the stack ("critical", "bulk"): a
+// producer given this registry as its router (pkg/producer Config.Routes) sends them there
+// without the caller knowing the queue's URL, and a worker that receives one from another
+// queue runs it all the same and counts it as misrouted. The name is a queue name of the
+// stack's queue set (pkg/queues: a lowercase letter, then up to 19 lowercase letters, digits
+// or '_'); whether the stack has such a queue is checked where the set is known (producer.New,
+// the worker function's cold start). Without it the kind goes to the default queue.
+func WithQueue(name string) Option { return func(o *KindOptions) { o.Queue = name } }
 
 // Kind is a registered kind: its options and its type-erased worker.
 type Kind struct {
@@ -103,6 +115,9 @@ func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
 	if o.Policy == nil {
 		o.Policy = Exponential{}
 	}
+	if err := ValidateQueueName(o.Queue); o.Queue != "" && err != nil {
+		return fmt.Errorf("jobs: register %s: %w", name, err)
+	}
 	k := &Kind{name: name, opts: o, run: func(ctx context.Context, info *Info) error {
 		job := &Job[T]{Info: info}
 		if err := decodeArgs(info.RawArgs, &job.Args); err != nil {
@@ -134,6 +149,28 @@ func MustRegister[T Args](r *Registry, w Worker[T], opts ...Option) {
 func (r *Registry) Lookup(kind string) (*Kind, bool) {
 	k, ok := r.snapshot()[kind]
 	return k, ok
+}
+
+// QueueOf returns the queue the kind is routed to ([WithQueue]), or "" for the default queue
+// (and for a kind that is not registered). It makes *Registry a router of pkg/queues and
+// pkg/producer.
+func (r *Registry) QueueOf(kind string) string {
+	if k, ok := r.snapshot()[kind]; ok {
+		return k.opts.Queue
+	}
+	return ""
+}
+
+// Routes returns the kinds routed to a queue other than the default ([WithQueue]): kind →
+// queue name. The map is the caller's.
+func (r *Registry) Routes() map[string]string {
+	out := map[string]string{}
+	for name, k := range r.snapshot() {
+		if k.opts.Queue != "" {
+			out[name] = k.opts.Queue
+		}
+	}
+	return out
 }
 
 // Kinds returns the registered kinds, sorted.

@@ -140,6 +140,12 @@ func TestRegisterRejects(t *testing.T) {
 		{"Timeout negative", func(r *jobs.Registry) error {
 			return jobs.Register(r, nopWorker[buildReport](), jobs.WithTimeout(-time.Second))
 		}, []string{"report.build", "Timeout", "-1s", "negative"}},
+		{"queue name invalid", func(r *jobs.Registry) error {
+			return jobs.Register(r, nopWorker[buildReport](), jobs.WithQueue("Critical"))
+		}, []string{"report.build", `"Critical"`, "not allowed"}},
+		{"queue name reserved", func(r *jobs.Registry) error {
+			return jobs.Register(r, nopWorker[buildReport](), jobs.WithQueue("dlq"))
+		}, []string{"report.build", `"dlq"`, "reserved"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -387,5 +393,54 @@ func TestRegistryConcurrentUse(t *testing.T) {
 	}
 	if runs != readers*perReader {
 		t.Errorf("%d runs, want %d", runs, readers*perReader)
+	}
+}
+
+func TestRegistryRoutesKindsToTheirQueues(t *testing.T) {
+	t.Parallel()
+	r := jobs.NewRegistry()
+	jobs.MustRegister(r, nopWorker[sendEmail](), jobs.WithQueue("critical"))
+	jobs.MustRegister(r, nopWorker[buildReport](), jobs.WithQueue("bulk"))
+	jobs.MustRegister(r, nopWorker[*chargeCard]())
+	for kind, want := range map[string]string{"email.send": "critical", "report.build": "bulk", "billing:charge": "", "not.registered": ""} {
+		if got := r.QueueOf(kind); got != want {
+			t.Errorf("QueueOf(%q) = %q, want %q", kind, got, want)
+		}
+	}
+	routes := r.Routes()
+	if len(routes) != 2 || routes["email.send"] != "critical" || routes["report.build"] != "bulk" {
+		t.Errorf("Routes() = %v, want the two kinds with a queue", routes)
+	}
+	routes["email.send"] = "bulk" // the caller's copy
+	if r.QueueOf("email.send") != "critical" {
+		t.Error("changing the map Routes returned changed the registry")
+	}
+	if k, _ := r.Lookup("email.send"); k.Options().Queue != "critical" {
+		t.Errorf("Options().Queue = %q, want critical", k.Options().Queue)
+	}
+}
+
+func TestValidateQueueName(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "default", "critical", "bulk_2", strings.Repeat("q", 20)} {
+		if err := jobs.ValidateQueueName(ok); err != nil {
+			t.Errorf("ValidateQueueName(%q) = %v, want nil", ok, err)
+		}
+	}
+	for name, mention := range map[string]string{
+		"":                      "empty",
+		"Critical":              "not allowed",
+		"1st":                   "not allowed",
+		"_a":                    "not allowed",
+		"a-b":                   "not allowed",
+		"a.b":                   "not allowed",
+		"dlq":                   "reserved",
+		"jobs":                  "reserved",
+		strings.Repeat("q", 21): "limit is 20",
+	} {
+		err := jobs.ValidateQueueName(name)
+		if err == nil || !strings.Contains(err.Error(), mention) {
+			t.Errorf("ValidateQueueName(%q) = %v, want an error mentioning %q", name, err, mention)
+		}
 	}
 }

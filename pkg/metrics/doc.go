@@ -33,8 +33,13 @@
 //	PayloadFetchFailed    Count         pointers whose object could not be read (retried or payload_missing)
 //	PayloadBytes          Bytes         the bytes read from S3
 //
+//	JobsMisrouted         Count         jobs that arrived on a queue their kind is not routed to (ran all the same)
+//
 // The three Payload metrics are written only in the documents of kinds that had pointer messages
-// in the batch (a pointer whose object could not be read counts under Kind "unknown").
+// in the batch (a pointer whose object could not be read counts under Kind "unknown"), and
+// JobsMisrouted only in those of kinds that had misrouted jobs (worker.Config.Routing: a stack
+// of several queues, pkg/queues). With several queues, give each queue's batches the Queue
+// dimension of their queue (functions/worker keeps a Recorder per event source queue).
 //
 // A dead letter whose DLQ send failed counts in DeadLetterSendFailed and JobsFailed, not in
 // JobsDeadLettered: it has not reached the DLQ, and it is counted there when it does.

@@ -33,6 +33,10 @@ const (
 	MetricPayloadsFetched    = "PayloadsFetched"
 	MetricPayloadFetchFailed = "PayloadFetchFailed"
 	MetricPayloadBytes       = "PayloadBytes"
+	// MetricJobsMisrouted counts the jobs that arrived on a queue their kind is not routed to
+	// (worker.Outcome.Misrouted, a stack of several queues): they ran all the same. Written only
+	// for kinds (and batches) that had such jobs.
+	MetricJobsMisrouted = "JobsMisrouted"
 )
 
 // Dimension names. Every metric has all three.
@@ -108,6 +112,7 @@ type counts struct {
 	succeeded, failed, retried, deadLettered, skipped, deferred, notRun, abandoned, sendFailed int
 	ran, latencies                                                                             int
 	payloads, payloadFailed, payloadBytes                                                      int
+	misrouted                                                                                  int
 }
 
 // countDefs are the metric definitions of the counts, in the order they are written.
@@ -128,6 +133,10 @@ const countDefs = `{"Name":"` + MetricJobsSucceeded + `","Unit":"Count"},` +
 const payloadDefs = `,{"Name":"` + MetricPayloadsFetched + `","Unit":"Count"},` +
 	`{"Name":"` + MetricPayloadFetchFailed + `","Unit":"Count"},` +
 	`{"Name":"` + MetricPayloadBytes + `","Unit":"Bytes"}`
+
+// misroutedDef is the definition of JobsMisrouted, written after the counts when a kind had
+// misrouted jobs.
+const misroutedDef = `,{"Name":"` + MetricJobsMisrouted + `","Unit":"Count"}`
 
 const (
 	durationDef = `{"Name":"` + MetricJobDuration + `","Unit":"Milliseconds"}`
@@ -254,6 +263,9 @@ func (r *Recorder) count(outcomes []worker.Outcome, g int32) counts {
 		if o.Ran {
 			c.ran++
 		}
+		if o.Misrouted {
+			c.misrouted++
+		}
 		if o.QueueLatency != 0 {
 			c.latencies++
 		}
@@ -283,6 +295,9 @@ func (r *Recorder) appendFirst(dst []byte, ts int64, outcomes []worker.Outcome, 
 	hasPayloads := c.payloads+c.payloadFailed > 0
 	if hasPayloads {
 		dst = append(dst, payloadDefs...)
+	}
+	if c.misrouted > 0 {
+		dst = append(dst, misroutedDef...)
 	}
 	if c.ran > 0 {
 		dst = append(dst, ',')
@@ -316,6 +331,10 @@ func (r *Recorder) appendFirst(dst []byte, ts int64, outcomes []worker.Outcome, 
 		dst = appendInt(dst, int64(c.payloadFailed))
 		dst = append(dst, `,"`+MetricPayloadBytes+`":`...)
 		dst = appendInt(dst, int64(c.payloadBytes))
+	}
+	if c.misrouted > 0 {
+		dst = append(dst, `,"`+MetricJobsMisrouted+`":`...)
+		dst = appendInt(dst, int64(c.misrouted))
 	}
 	if c.ran > 0 {
 		dst = append(dst, `,"`+MetricJobDuration+`":`...)

@@ -191,6 +191,26 @@ func TestObserveBatch(t *testing.T) {
 			},
 		},
 		{
+			name: "misrouted",
+			run: func(r *Recorder) {
+				r.ObserveBatch(context.Background(), []worker.Outcome{
+					{MessageID: "m1", JobID: "j1", Kind: email, Outcome: worker.OutcomeSucceeded, Ran: true, Duration: time.Millisecond, Misrouted: true},
+					{MessageID: "m2", JobID: "j2", Kind: email, Outcome: worker.OutcomeRetry, Ran: true, Duration: time.Millisecond, Failed: true, Misrouted: true},
+					{MessageID: "m3", JobID: "j3", Kind: report, Outcome: worker.OutcomeSucceeded, Ran: true, Duration: time.Millisecond},
+				})
+			},
+			want: []want{
+				{kind: email, exact: true, metrics: counts(MetricJobsMisrouted, 2, MetricJobsSucceeded, 1, MetricJobsFailed, 1, MetricJobsRetried, 1,
+					MetricJobsDeadLettered, 0, MetricJobsSkippedDuplicate, 0, MetricJobsDeferred, 0, MetricJobsNotRun, 0,
+					MetricJobsAbandoned, 0, MetricDeadLetterSendFailed, 0, MetricCompletionWriteFailed, 0, MetricBatchSize, 3),
+					arrays: map[string]int{MetricJobDuration: 2}},
+				{kind: report, exact: true, metrics: counts(MetricJobsSucceeded, 1, MetricJobsFailed, 0, MetricJobsRetried, 0,
+					MetricJobsDeadLettered, 0, MetricJobsSkippedDuplicate, 0, MetricJobsDeferred, 0, MetricJobsNotRun, 0,
+					MetricJobsAbandoned, 0, MetricDeadLetterSendFailed, 0, MetricCompletionWriteFailed, 0, MetricBatchSize, 3),
+					arrays: map[string]int{MetricJobDuration: 1}},
+			},
+		},
+		{
 			name: "empty",
 			run:  func(r *Recorder) { r.ObserveBatch(context.Background(), nil) },
 		},

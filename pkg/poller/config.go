@@ -34,17 +34,35 @@ var ErrInvalidConfig = errors.New("poller: invalid config")
 // ErrAlreadyRunning is returned by Run when the Poller is already running.
 var ErrAlreadyRunning = errors.New("poller: already running")
 
-// Config configures a Poller. SQS, QueueURL and Handler are required; every other field's zero
-// value is its default.
+// Config configures a Poller. SQS, Handler and QueueURL (or Queues) are required; every other
+// field's zero value is its default.
 type Config struct {
 	// SQS is the client, usually sqs.NewFromConfig(cfg). Required. Size cfg's HTTP pool to
 	// what runs at once, or most calls beyond the SDK's 10 per host dial a new connection:
 	// config.LoadDefaultConfig(ctx, config.WithHTTPClient(HTTPClient(IdleConnsPerHost(
 	// Concurrency, worker's Concurrency)))) (see IdleConnsPerHost).
 	SQS SQSAPI
-	// QueueURL is the URL of the queue to consume. Required. A URL ending in ".fifo" is a FIFO
-	// queue.
+	// QueueURL is the URL of the queue to consume. Required, unless Queues is set. A URL ending in
+	// ".fifo" is a FIFO queue.
 	QueueURL string
+	// Queues, instead of QueueURL, makes the Poller consume several queues (a stack's "critical",
+	// "default" and "bulk") with the handler slots of Concurrency shared by them, each batch taken
+	// from a queue chosen by Priority (see Priority for what each guarantees). The order is the
+	// priority order of Strict, highest first. Every other setting applies to each queue (on a
+	// FIFO queue BatchSize is at most 10 and BatchWindow 0). Defaults to nil: QueueURL alone.
+	Queues []Queue
+	// Priority chooses the queue of each batch when there are several Queues: Weighted (the
+	// default) or Strict.
+	Priority Priority
+	// Rand returns a number in [0, 1) for Weighted's choices. It is called with the Poller's
+	// lock held, so it need not be safe for concurrent use. Defaults to math/rand/v2's Float64;
+	// tests inject a seeded source.
+	Rand func() float64
+	// OnBatchReady, when set, is called with several Queues each time a queue's receiver holds a
+	// received batch, ready for the next hand-off to a handler slot: the queue's URL and the
+	// batch's size. From then on the batch is a candidate of every hand-off (Priority). It runs
+	// on the receiver's goroutine: keep it short. Defaults to nil.
+	OnBatchReady func(queueURL string, messages int)
 	// Handler handles the batches. Required.
 	Handler Handler
 
@@ -121,6 +139,12 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // isFIFO reports whether a queue URL names a FIFO queue.
 func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
 
+// isQueueURL reports whether s looks like a queue URL: a scheme, a host and a path.
+func isQueueURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && u.Host != "" && strings.Trim(u.Path, "/") != ""
+}
+
 // withDefaults returns cfg with its defaults filled in, and every problem found.
 func (cfg Config) withDefaults() (Config, error) {
 	var errs []error
@@ -133,12 +157,21 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Handler == nil {
 		bad("Handler is required")
 	}
-	if cfg.QueueURL == "" {
+	fifo := isFIFO(cfg.QueueURL)
+	switch {
+	case len(cfg.Queues) > 0:
+		if cfg.QueueURL != "" {
+			bad("QueueURL and Queues are both set: give one queue's URL, or the queues")
+		}
+		fifo = checkQueues(cfg.Queues, bad)
+	case cfg.QueueURL == "":
 		bad("QueueURL is required")
-	} else if u, err := url.Parse(cfg.QueueURL); err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+	case !isQueueURL(cfg.QueueURL):
 		bad("QueueURL %q is not a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)", cfg.QueueURL)
 	}
-	fifo := isFIFO(cfg.QueueURL)
+	if cfg.Priority > Strict {
+		bad("Priority %d is not Weighted or Strict", cfg.Priority)
+	}
 
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 10
@@ -187,6 +220,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -54,6 +54,28 @@
 //     one damaged body. A damaged message is made visible again (visibility timeout 0); the others
 //     are handed over.
 //
+// # Several queues, by priority
+//
+// With [Config.Queues] one Poller consumes several queues (a stack's "critical", "default" and
+// "bulk": pkg/queues), sharing its [Config.Concurrency] handler slots among them. Each queue has
+// a receiver of its own that long-polls it and holds at most one received batch (its visibility
+// extended by the heartbeat) until a slot takes it; at each hand-off the slot chooses the queue
+// by [Config.Priority]:
+//
+//   - [Weighted] (the default, as asynq's weighted queues): an order of the queues drawn at random
+//     by weight, the first queue in it that is not empty. While all have messages each queue gets
+//     its weight's share of the batches, and none that has messages starves.
+//   - [Strict] (as asynq's strict priority and Sidekiq's ordered queues): the first queue of
+//     Config.Queues that is not empty. A higher queue's job waits at most for the batches already
+//     running plus one receive; lower queues wait while higher ones have messages.
+//
+// A queue counts as empty once its last receive came back empty; after a receive that returned
+// messages it is asked again at once (a short poll; a receive of at most 1 s on a queue whose
+// ReceiveMessageWaitTimeSeconds is above 0), and a slot whose choice falls on it waits for that
+// answer. An empty queue costs one long poll every Config.WaitTime, as with one queue.
+// BenchmarkCriticalLatency measures a critical queue's wait during a flood on a bulk one
+// (docs/BENCHMARKS.md).
+//
 // A FIFO queue needs nothing special: SQS keeps a message group locked while any of its messages
 // is in flight, and the group id, deduplication id and sequence number reach the handler as
 // attributes.

@@ -22,8 +22,8 @@ const maxPayload = 6 * 1024 * 1024
 // run with a context that shutdown does not cancel.
 const callTimeout = 30 * time.Second
 
-// Poller consumes one SQS queue with the semantics of Lambda's SQS event source mapping. Create it
-// with New and start it with Run.
+// Poller consumes one SQS queue with the semantics of Lambda's SQS event source mapping, or several
+// queues by priority (Config.Queues, Priority). Create it with New and start it with Run.
 type Poller struct {
 	cfg     Config
 	log     *slog.Logger
@@ -32,10 +32,16 @@ type Poller struct {
 
 	queueURL *string // cfg.QueueURL, shared by every request
 
+	// multi is the state of a Poller of several queues (Config.Queues), nil for one queue.
+	multi *multi
+
 	// Resolved by Run from the queue's attributes.
 	queueARN   string
 	region     string
 	visibility time.Duration
+	// receiveWait is the queue's ReceiveMessageWaitTimeSeconds: the wait of a receive that
+	// sends no WaitTimeSeconds (0: a short poll, which answers at once).
+	receiveWait time.Duration
 }
 
 // New validates cfg, fills in its defaults and returns a Poller. Every problem is reported, each
@@ -44,6 +50,16 @@ func New(cfg Config) (*Poller, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.Queues) == 1 { // one queue: the plain Poller
+		cfg.QueueURL, cfg.Queues = cfg.Queues[0].URL, nil
+	}
+	if len(cfg.Queues) > 1 {
+		m, err := newMulti(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &Poller{cfg: cfg, log: cfg.Logger, now: time.Now, multi: m}, nil
 	}
 	return &Poller{
 		cfg:      cfg,
@@ -66,6 +82,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer p.running.Store(false)
+	if p.multi != nil {
+		return p.runQueues(ctx)
+	}
 	if err := p.resolveQueue(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -96,6 +115,7 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 		AttributeNames: []sqstypes.QueueAttributeName{
 			sqstypes.QueueAttributeNameQueueArn,
 			sqstypes.QueueAttributeNameVisibilityTimeout,
+			sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds,
 		},
 	}, keepConnection)
 	if err != nil {
@@ -113,6 +133,9 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 			return fmt.Errorf("poller: no region in queue ARN %q; set Config.Region", p.queueARN)
 		}
 		p.region = parts[3]
+	}
+	if secs, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds)]); err == nil && secs > 0 {
+		p.receiveWait = time.Duration(secs) * time.Second
 	}
 	p.visibility = p.cfg.VisibilityTimeout
 	if p.visibility == 0 {
@@ -137,7 +160,7 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 func (p *Poller) loop(ctx context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
-		b, err := p.gather(ctx)
+		b, err := p.gather(ctx, p.cfg.WaitTime, false)
 		if b != nil {
 			p.process(ctx, b)
 		}
@@ -163,14 +186,16 @@ func (p *Poller) loop(ctx context.Context) {
 // gather receives one batch, as Lambda's poller does: up to BatchSize messages within BatchWindow
 // of the first one, or what the first receive returned when there is no window. It returns a nil
 // batch when nothing arrived, and the receive error (if any) after handing over what it got.
-func (p *Poller) gather(ctx context.Context) (*batch, error) {
+// Each receive waits up to firstWait for the first messages; once, it returns a nil batch after
+// one empty receive instead of polling again (several queues: a probe).
+func (p *Poller) gather(ctx context.Context, firstWait time.Duration, once bool) (*batch, error) {
 	var (
 		b   *batch
 		end time.Time
 	)
 	for {
 		n := p.cfg.BatchSize
-		wait := p.cfg.WaitTime
+		wait := firstWait
 		if b != nil {
 			n -= len(b.msgs)
 			if n <= 0 || b.bytes >= maxPayload || p.cfg.BatchWindow == 0 || ctx.Err() != nil {
@@ -207,7 +232,7 @@ func (p *Poller) gather(ctx context.Context) (*batch, error) {
 			}
 			b.add(msgs, start)
 		}
-		if b == nil && ctx.Err() != nil {
+		if b == nil && (ctx.Err() != nil || once) {
 			return nil, nil
 		}
 		// Otherwise an empty long poll (poll again), or more to gather.

@@ -27,22 +27,27 @@ import (
 // order, except that a job retried after a retryable rejection lands after the jobs of its group
 // that SQS accepted in the same request.
 func (p *Producer) EnqueueBatch(ctx context.Context, reqs []Request) ([]Result, error) {
+	if p.lanes != nil {
+		return p.enqueueBatchRouted(ctx, reqs)
+	}
 	if p.observer == nil || len(reqs) == 0 {
-		return p.enqueueBatch(ctx, reqs)
+		return p.enqueueBatch(ctx, reqs, nil)
 	}
 	call := Call{Operation: OpEnqueueBatch, QueueURL: p.queueURL, Jobs: len(reqs)}
 	ctx = p.observer.Start(ctx, call)
-	results, err := p.enqueueBatch(ctx, reqs)
+	results, err := p.enqueueBatch(ctx, reqs, nil)
 	p.observer.End(ctx, call, results)
 	return results, err
 }
 
-func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, error) {
+// enqueueBatch is EnqueueBatch; at, when not nil, gives each request's position in the caller's
+// slice, for errors (a producer of several queues sends each queue's share).
+func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request, at []int) ([]Result, error) {
 	results := make([]Result, len(reqs))
 	if len(reqs) == 0 {
 		return results, nil
 	}
-	b := batcher{p: p, results: results}
+	b := batcher{p: p, results: results, at: at}
 	tc := traceOf(ctx)
 	if tc.tp != "" {
 		tc.tpMeta = map[string]string{jobs.MetaTraceParent: tc.tp}
@@ -57,7 +62,7 @@ func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 		j, err := p.prepare(s, reqs[i].Args, reqs[i].Options, &tc, false)
 		results[i] = Result{ID: j.id, Kind: j.kind, Key: j.key}
 		if err != nil {
-			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", i, j.label(), err)
+			results[i].Err = fmt.Errorf("producer: job %d (%s): %w", b.label(i), j.label(), err)
 			continue
 		}
 		if j.scheduled {
@@ -65,7 +70,7 @@ func (p *Producer) enqueueBatch(ctx context.Context, reqs []Request) ([]Result, 
 			continue
 		}
 		if err := p.offload(ctx, &j); err != nil {
-			results[i].Err = fmt.Errorf("producer: job %d (%s, id %s): %w", i, j.label(), j.id, err)
+			results[i].Err = fmt.Errorf("producer: job %d (%s, id %s): %w", b.label(i), j.label(), j.id, err)
 			continue
 		}
 		results[i].Payload = j.ptr
@@ -109,6 +114,7 @@ type batcher struct {
 	retry   [MaxBatchEntries]types.SendMessageBatchRequestEntry
 	input   sqs.SendMessageBatchInput
 
+	at      []int           // each result's position in the caller's slice (nil: its index)
 	okCalls int             // SendMessageBatch calls that succeeded
 	callErr error           // the first failed call's error
 	ctx     context.Context // the flush's context (for dropRejected)
@@ -246,7 +252,15 @@ func (b *batcher) failCall(pending uint16, err error) {
 func (b *batcher) fail(k int, err error, definite bool) {
 	i := b.job[k]
 	r := &b.results[i]
-	r.Err = fmt.Errorf("producer: job %d (%s, id %s): %w%s", i, r.Kind, r.ID, err, b.p.dropRejected(b.ctx, b.jobs[k], definite))
+	r.Err = fmt.Errorf("producer: job %d (%s, id %s): %w%s", b.label(i), r.Kind, r.ID, err, b.p.dropRejected(b.ctx, b.jobs[k], definite))
+}
+
+// label returns the position of result i in the caller's slice, for errors.
+func (b *batcher) label(i int) int {
+	if b.at != nil {
+		return b.at[i]
+	}
+	return i
 }
 
 func (b *batcher) reset() {

@@ -32,5 +32,18 @@
 // The caller's W3C trace context ([jobs.WithTraceParent], or the running job's when enqueueing
 // from a worker) is copied into the envelope's meta.traceparent, so the job continues the trace.
 //
+// Several queues: with [Config.Queues] (a pkg/queues set: "critical", "default", "bulk") one
+// producer sends to every queue of a stack. Each job goes to the queue [WithQueue] names, else to
+// its kind's queue ([Config.Routes]: a *jobs.Registry whose kinds were registered with
+// jobs.WithQueue, or queues.Routes), else to the default queue; callers never handle queue URLs.
+// [Producer.Prepare] records the chosen queue in Message.QueueURL, and [Producer.Send] sends
+// each message there, so the outboxes route the same way. A kind routed to a queue the stack does
+// not have fails New; a WithQueue naming one, or moving a kind between FIFO and standard queues,
+// rejects the job. See docs/QUEUES.md.
+//
+//	p, err := producer.New(producer.Config{SQS: client, Queues: set, Routes: registry})
+//	p.Enqueue(ctx, ResetPassword{User: "ada"})                         // its kind's queue
+//	p.Enqueue(ctx, ImportCSV{File: "a.csv"}, producer.WithQueue("bulk")) // this job's choice
+//
 // A Producer is safe for concurrent use.
 package producer

@@ -29,7 +29,7 @@ type validationError struct {
 func (e *validationError) Error() string { return e.msg }
 
 func (e *validationError) Is(target error) bool {
-	return target == ErrInvalid || (e.also != nil && target == e.also)
+	return target == ErrInvalid || (e.also != nil && errors.Is(e.also, target))
 }
 
 func invalid(format string, args ...any) error {

@@ -86,6 +86,9 @@ func (m *Message) PayloadHash() (string, error) {
 // the scheduler although Config.Scheduler is nil, because the producer that sends the message
 // decides (it then needs a scheduler). Errors wrap ErrInvalid.
 func (p *Producer) Prepare(ctx context.Context, args jobs.Args, opts ...Option) (Message, error) {
+	if p.lanes != nil {
+		return p.prepareRouted(ctx, args, opts)
+	}
 	if p.observer == nil {
 		return p.prepareMessage(ctx, args, opts)
 	}
@@ -138,7 +141,9 @@ func (p *Producer) PrepareRaw(ctx context.Context, kind string, args json.RawMes
 //
 // Each message is validated again first, since it may come from a store other code can write:
 // its body must be an envelope whose id and kind match the message's, its size and attributes
-// within the limits, its queue this producer's (or empty), its group set on a FIFO queue. What is
+// within the limits, its queue this producer's (or empty; a producer of several queues sends each
+// message to the queue it was prepared for, empty meaning the default), its group set on a FIFO
+// queue. What is
 // left of RunAt becomes DelaySeconds, or a one-time schedule when it exceeds 15 minutes or the
 // queue is FIFO (Config.Scheduler; without one such a message fails with ErrNeedsScheduler); a
 // RunAt in the past sends at once.
@@ -150,22 +155,27 @@ func (p *Producer) PrepareRaw(ctx context.Context, kind string, args json.RawMes
 // The returned error is not nil only when requests were made and none succeeded (see
 // EnqueueBatch).
 func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
+	if p.lanes != nil {
+		return p.sendRouted(ctx, msgs)
+	}
 	if p.observer == nil || len(msgs) == 0 {
-		return p.send(ctx, msgs)
+		return p.send(ctx, msgs, nil)
 	}
 	call := Call{Operation: OpSend, QueueURL: p.queueURL, Jobs: len(msgs)}
 	ctx = p.observer.Start(ctx, call)
-	results, err := p.send(ctx, msgs)
+	results, err := p.send(ctx, msgs, nil)
 	p.observer.End(ctx, call, results)
 	return results, err
 }
 
-func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
+// send is Send; at, when not nil, gives each message's position in the caller's slice, for
+// errors (a producer of several queues sends each queue's share).
+func (p *Producer) send(ctx context.Context, msgs []Message, at []int) ([]Result, error) {
 	results := make([]Result, len(msgs))
 	if len(msgs) == 0 {
 		return results, nil
 	}
-	b := batcher{p: p, results: results}
+	b := batcher{p: p, results: results, at: at}
 	now := p.clock()
 	var prepared []job
 	if p.status != nil {
@@ -196,7 +206,7 @@ func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 		j, err := p.messageJob(&msgs[i], now)
 		results[i] = Result{ID: j.id, Kind: j.kind, Key: j.key}
 		if err != nil {
-			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", i, j.label(), j.id, err)
+			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", b.label(i), j.label(), j.id, err)
 			if p.fifo {
 				blocked[msgs[i].GroupID] = true
 			}
@@ -206,7 +216,7 @@ func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 			flush() // one message per group per request: its predecessor must succeed first
 		}
 		if p.fifo && blocked[j.group] {
-			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", i, j.label(), j.id, ErrGroupBlocked)
+			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", b.label(i), j.label(), j.id, ErrGroupBlocked)
 			continue
 		}
 		if j.scheduled {
@@ -217,7 +227,7 @@ func (p *Producer) send(ctx context.Context, msgs []Message) ([]Result, error) {
 			continue
 		}
 		if err := p.offload(ctx, &j); err != nil {
-			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", i, j.label(), j.id, err)
+			results[i].Err = fmt.Errorf("producer: message %d (%s, id %s): %w", b.label(i), j.label(), j.id, err)
 			if p.fifo {
 				blocked[j.group] = true
 			}

@@ -28,6 +28,9 @@ type options struct {
 
 	attrs      map[string]types.MessageAttributeValue
 	attrsOwned bool // attrs is a copy made by this job, not a caller's map
+
+	queue    string
+	queueSet bool
 }
 
 // WithID sets the job's id instead of a new ULID: 1 to MaxIDLength printable ASCII characters.
@@ -114,4 +117,14 @@ func WithAttributes(attrs map[string]types.MessageAttributeValue) Option {
 			o.attrs[k] = v
 		}
 	}
+}
+
+// WithQueue sends the job to the named queue of the stack (Config.Queues) instead of its kind's
+// queue (Config.Routes): "critical" to jump the line, "bulk" to stay out of the way. The queue
+// must be in the set, and be FIFO if the kind's queue is FIFO (and standard if it is standard);
+// otherwise the job is rejected with an error wrapping ErrInvalid and queues.ErrUnknownQueue or
+// queues.ErrMixedFIFO. A producer of one queue (Config.QueueURL) accepts only
+// WithQueue(queues.DefaultName).
+func WithQueue(name string) Option {
+	return func(o *options) { o.queue, o.queueSet = name, true }
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // SQSAPI is the part of the SQS client the producer uses. *sqs.Client implements it.
@@ -100,6 +101,19 @@ type Config struct {
 	// queue (awslocal.Provision and the CDK's queues set 1 MiB). 16 KiB to 1 MiB. Defaults to
 	// 1 MiB (1,048,576), the most SQS allows.
 	QueueMaxMessageSize int
+	// Queues, when set, makes one producer send to every queue of a stack (pkg/queues): each job
+	// goes to the queue WithQueue names, else to its kind's queue (Routes), else to the set's
+	// default queue, so that callers never handle queue URLs. QueueURL must then be empty or the
+	// default queue's URL. A delayed job needs a scheduler for its queue: Scheduler serves the
+	// default queue, and the others when it implements QueueScheduler (*schedule.Client does)
+	// and the set knows their ARNs. Defaults to nil: one queue, QueueURL.
+	Queues *queues.Set
+	// Routes names the queue of each kind: a *jobs.Registry whose kinds were registered with
+	// jobs.WithQueue, or queues.Routes. New checks every route it can list against Queues (a
+	// kind routed to a queue the stack does not have is an error wrapping
+	// queues.ErrUnknownQueue). Requires Queues. Defaults to nil: every kind goes to the default
+	// queue unless WithQueue says otherwise.
+	Routes queues.Router
 }
 
 // Queue message sizes (Config.QueueMaxMessageSize).
@@ -155,8 +169,19 @@ type Canceller interface {
 	Cancel(ctx context.Context, kind, key string, at time.Time, reason string) error
 }
 
-// Producer enqueues jobs on one queue. Create it with New; it is safe for concurrent use.
+// Producer enqueues jobs on one queue, or on the queues of a stack (Config.Queues). Create it with
+// New; it is safe for concurrent use.
 type Producer struct {
+	// Several queues (Config.Queues): the set, the routes, and one producer per queue (lanes,
+	// by name; order, in the set's order). Nil for a producer of one queue, and for a lane.
+	set    *queues.Set
+	routes queues.Router
+	lanes  map[string]*Producer
+	order  []*Producer
+	// name is the queue's name in its set (queues.DefaultName for a producer of one queue): the
+	// only queue WithQueue may name on this producer.
+	name string
+
 	sqs      SQSAPI
 	queueURL string
 	fifo     bool
@@ -183,6 +208,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.SQS == nil {
 		return nil, errors.New("producer: Config.SQS is nil: pass an SQS client, such as sqs.NewFromConfig(cfg)")
 	}
+	if cfg.Queues != nil || cfg.Routes != nil {
+		return newRouted(cfg)
+	}
 	if cfg.QueueURL == "" {
 		return nil, errors.New("producer: Config.QueueURL is empty")
 	}
@@ -191,6 +219,7 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("producer: Config.QueueURL %q is not a queue URL (want https://sqs.<region>.amazonaws.com/<account>/<queue>)", cfg.QueueURL)
 	}
 	p := &Producer{
+		name:       queues.DefaultName,
 		sqs:        cfg.SQS,
 		queueURL:   cfg.QueueURL,
 		fifo:       strings.HasSuffix(strings.TrimRight(u.Path, "/"), ".fifo"),
@@ -269,10 +298,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// QueueURL returns the queue the producer sends to.
+// QueueURL returns the queue the producer sends to (a producer of several queues: the default
+// queue's; Queues has them all).
 func (p *Producer) QueueURL() string { return p.queueURL }
 
-// FIFO reports whether the queue is a FIFO queue.
+// FIFO reports whether the queue is a FIFO queue (a producer of several queues: the default
+// queue).
 func (p *Producer) FIFO() bool { return p.fifo }
 
 // Request is one job of EnqueueBatch.
@@ -324,6 +355,9 @@ func JoinErrors(results []Result) error {
 // Enqueue validates one job and sends it with SendMessage. The returned error is also in
 // Result.Err.
 func (p *Producer) Enqueue(ctx context.Context, args jobs.Args, opts ...Option) (Result, error) {
+	if p.lanes != nil {
+		return p.enqueueRouted(ctx, args, opts)
+	}
 	if p.observer == nil {
 		return p.enqueue(ctx, args, opts)
 	}
@@ -578,6 +612,9 @@ func (p *Producer) prepare(s *scratch, args jobs.Args, opts []Option, tc *traceC
 		}
 	}
 
+	if o.queueSet && o.queue != p.name {
+		return j, &validationError{msg: fmt.Sprintf("WithQueue(%q): this producer sends to one queue, %s (give it Config.Queues to send to the stack's other queues)", o.queue, p.queueName()), also: queues.ErrUnknownQueue}
+	}
 	if o.maxAttemptsSet && o.maxAttempts < 1 {
 		return j, invalid("max attempts %d: must be at least 1", o.maxAttempts)
 	}

@@ -267,6 +267,29 @@ func (c *Client) ScheduleJob(ctx context.Context, env jobs.Envelope, at time.Tim
 	return *in.Name, nil
 }
 
+// ForQueue returns a Client like c whose schedules send to another queue of the stack (same
+// group, role, retry policy and DLQ): the role must be allowed to send to that queue too (the CDK
+// stack's is, for every queue of Props.Queues).
+func (c *Client) ForQueue(queueARN string) (*Client, error) {
+	if !isARN(queueARN, "sqs") {
+		return nil, invalidf("queue ARN %q is not an SQS queue ARN (arn:aws:sqs:region:account:name)", queueARN)
+	}
+	cc := *c
+	cc.queueARN, cc.fifo = queueARN, strings.HasSuffix(queueARN, ".fifo")
+	return &cc, nil
+}
+
+// ScheduleJobOn is ScheduleJob onto another queue of the stack, given by its ARN (see ForQueue):
+// a producer of several queues (producer.QueueScheduler) schedules each queue's delayed jobs
+// through it.
+func (c *Client) ScheduleJobOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error) {
+	cc, err := c.ForQueue(queueARN)
+	if err != nil {
+		return "", err
+	}
+	return cc.ScheduleJob(ctx, env, at, groupID)
+}
+
 // jobScheduleInput validates and builds ScheduleJob's request.
 func (c *Client) jobScheduleInput(env jobs.Envelope, at time.Time, groupID string) (*scheduler.CreateScheduleInput, error) {
 	body, err := env.MarshalJSON() // validates

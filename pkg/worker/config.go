@@ -144,6 +144,13 @@ type Config struct {
 	// the batch's order). Metrics and tests use it. Defaults to nil.
 	OnBatch func(ctx context.Context, outcomes []Outcome)
 
+	// Routing, when set, says which queue each kind belongs on (a stack of several queues:
+	// pkg/queues' Set.Routing implements it). A job that arrives on a queue its kind is not
+	// routed to runs all the same, so that a routing change never strands the jobs already sent;
+	// its Outcome has Misrouted set (pkg/metrics counts it as JobsMisrouted) and the first such
+	// job of each kind and queue is logged. Defaults to nil: nothing is checked.
+	Routing Routing
+
 	// Observer, when set, sees each message from the start of its work to its settlement
 	// (pkg/tracing turns that into OpenTelemetry spans). Defaults to nil: nothing is observed and
 	// nothing is allocated for it.
@@ -161,6 +168,14 @@ type Config struct {
 	Now func() time.Time
 	// NewID makes ids for re-sent FIFO copies' deduplication. Defaults to jobs.NewID.
 	NewID func() string
+}
+
+// Routing says whether a job arrived on its kind's queue ([Config.Routing]). pkg/queues'
+// *Routing implements it; the worker does not import that package.
+type Routing interface {
+	// Misrouted reports whether a job of kind that arrived from the queue queueARN (the event
+	// source) belongs on another queue.
+	Misrouted(kind, queueARN string) bool
 }
 
 // Defaults of [Config].

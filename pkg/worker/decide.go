@@ -61,6 +61,10 @@ type Outcome struct {
 	// Payload describes the S3 object of a message whose body was a pointer (Config.Payload);
 	// nil for an inline body.
 	Payload *PayloadOutcome
+	// Misrouted reports that the job's kind is routed to another queue than the one it came
+	// from (Config.Routing): it ran all the same. Always false without Config.Routing, and for
+	// kinds no worker is registered for.
+	Misrouted bool
 }
 
 // PayloadOutcome is what the worker did with the S3 object of a pointer message.

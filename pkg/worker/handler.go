@@ -25,6 +25,8 @@ type Handler struct {
 	mu       sync.Mutex
 	queueURL map[string]string // event source ARN → queue URL
 	dlqURL   map[string]string // event source ARN → DLQ URL
+
+	misrouted sync.Map // "kind queueARN" → true, once logged (Config.Routing)
 }
 
 // New validates cfg, fills in its defaults and returns a Handler.

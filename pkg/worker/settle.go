@@ -95,6 +95,9 @@ func (b *batch) settle(ctx context.Context) []string {
 			failed = append(failed, it.rec.MessageID)
 		}
 		b.log(ctx, it, r)
+		if b.h.cfg.Routing != nil && b.misrouted(it) {
+			b.h.logMisrouted(ctx, it.info.Kind, b.sourceARN)
+		}
 		if outcomes != nil {
 			outcomes = append(outcomes, b.outcome(it, r, isFailed))
 		}
@@ -154,6 +157,7 @@ func (b *batch) outcome(it *item, r *result, failed bool) Outcome {
 	if !it.info.SentAt.IsZero() {
 		o.QueueLatency = b.invoked.Sub(it.info.SentAt)
 	}
+	o.Misrouted = b.misrouted(it)
 	if pl := it.pl; pl != nil {
 		o.Payload = &PayloadOutcome{Pointer: pl.ptr, Bytes: pl.bytes, Fetch: pl.fetch, Err: pl.err, Done: pl.done, Deleted: pl.deleted, Marked: pl.marked, CleanupErr: pl.cleanErr}
 	}
@@ -472,4 +476,26 @@ func keepConnection(o *sqs.Options) {
 	if o.HTTPClient != nil {
 		o.HTTPClient = sdkhttp.KeepConnection(o.HTTPClient)
 	}
+}
+
+// misrouted reports whether the item's job is of a registered kind routed to another queue than
+// the batch's (Config.Routing).
+func (b *batch) misrouted(it *item) bool {
+	r := b.h.cfg.Routing
+	if r == nil || it.info.Kind == "" {
+		return false
+	}
+	if _, ok := b.h.cfg.Registry.Lookup(it.info.Kind); !ok {
+		return false
+	}
+	return r.Misrouted(it.info.Kind, b.sourceARN)
+}
+
+// logMisrouted logs the first misrouted job of each kind and queue.
+func (h *Handler) logMisrouted(ctx context.Context, kind, queueARN string) {
+	if _, seen := h.misrouted.LoadOrStore(kind+" "+queueARN, true); seen {
+		return
+	}
+	h.cfg.Logger.InfoContext(ctx, "sqsworker: a job arrived on a queue its kind is not routed to; it runs all the same (counted as JobsMisrouted; logged once per kind and queue)",
+		"kind", kind, "queue_arn", queueARN)
 }

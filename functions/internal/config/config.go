@@ -91,6 +91,10 @@ type Worker struct {
 	// (SQSWORKER_PAYLOAD_CLEANUP: delete, mark or keep; worker.Config.PayloadCleanup). Defaults
 	// to delete; the CDK stack sets mark, its bucket's lifecycle rule expiring marked objects.
 	PayloadCleanup worker.PayloadCleanup
+	// Queues are the stack's queues (SQSWORKER_QUEUES, SQSWORKER_ROUTES): the worker serves them
+	// all and counts the jobs that arrive on a queue their kind is not routed to. Empty: one
+	// queue.
+	Queues Queues
 }
 
 // API is the producer API function's configuration.
@@ -116,6 +120,9 @@ type API struct {
 	// dead-letter reason (SQSWORKER_API_SHOW_DETAILS). Defaults to false: state, attempts and
 	// timestamps only.
 	ShowDetails bool
+	// Queues are the stack's queues (SQSWORKER_QUEUES, SQSWORKER_ROUTES): each kind is enqueued
+	// on its queue. With them QueueURL may be left empty (it is then the default queue's).
+	Queues Queues
 }
 
 // AllowedKind is one entry of the API's allow-list.
@@ -199,6 +206,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		}
 		c.PayloadCleanup = m
 	}
+	c.Queues = loadQueues(getenv, c.QueueURL, true, &errs)
 	return c, errors.Join(errs...)
 }
 
@@ -212,7 +220,11 @@ func LoadAPI(getenv func(string) string) (API, error) {
 		TableLayout: tableLayout(getenv, &errs),
 		LogLevel:    logLevel(getenv, &errs),
 	}
-	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" {
+	c.Queues = loadQueues(getenv, c.QueueURL, false, &errs)
+	if c.QueueURL == "" && c.Queues.Set != nil {
+		c.QueueURL = c.Queues.Set.Default().URL
+	}
+	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" && strings.TrimSpace(getenv(EnvQueues)) == "" {
 		errs = append([]error{fmt.Errorf("%s is required: the URL of the queue jobs are sent to", EnvQueueURL)}, errs...)
 	}
 	def := DefaultMaxArgsBytes

@@ -80,6 +80,9 @@ type PGRelay struct {
 	// for jobs delayed beyond 15 minutes (any delay on a FIFO queue): all of the first three, or
 	// none (such jobs then fail, and end dead with the reason). SchedulerDLQARN is optional.
 	ScheduleGroup, QueueARN, SchedulerRoleARN, SchedulerDLQARN string
+	// Queues are the stack's queues (SQSWORKER_QUEUES): the relay sends each job to the queue it
+	// was prepared for. With them QueueURL may be left empty (it is then the default queue's).
+	Queues Queues
 }
 
 var (
@@ -107,7 +110,11 @@ func LoadPGRelay(getenv func(string) string) (PGRelay, error) {
 		SchedulerDLQARN:  env(EnvSchedulerDLQARN),
 		PayloadBucket:    env(EnvPayloadBucket),
 	}
-	if c.QueueURL == "" && env(EnvQueueURL) == "" {
+	c.Queues = loadQueues(getenv, c.QueueURL, false, &errs)
+	if c.QueueURL == "" && c.Queues.Set != nil {
+		c.QueueURL = c.Queues.Set.Default().URL
+	}
+	if c.QueueURL == "" && env(EnvQueueURL) == "" && env(EnvQueues) == "" {
 		errs = append([]error{fmt.Errorf("%s is required: the URL of the queue the outbox's jobs are sent to", EnvQueueURL)}, errs...)
 	}
 	switch {

@@ -46,6 +46,9 @@ type Relay struct {
 	ScheduleGroup, QueueARN, SchedulerRoleARN, SchedulerDLQARN string
 	// LogLevel is the level of the JSON log on stderr. Defaults to info.
 	LogLevel slog.Level
+	// Queues are the stack's queues (SQSWORKER_QUEUES): the relay sends each job to the queue it
+	// was prepared for. With them QueueURL may be left empty (it is then the default queue's).
+	Queues Queues
 }
 
 // Scheduling reports whether the scheduler settings are complete.
@@ -75,7 +78,11 @@ func LoadRelay(getenv func(string) string) (Relay, error) {
 	case !isName(c.OutboxTable, 3, 255):
 		errs = append(errs, fmt.Errorf("%s=%q is not a DynamoDB table name (3–255 of [a-zA-Z0-9_.-])", EnvOutboxTable, c.OutboxTable))
 	}
-	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" {
+	c.Queues = loadQueues(getenv, c.QueueURL, false, &errs)
+	if c.QueueURL == "" && c.Queues.Set != nil {
+		c.QueueURL = c.Queues.Set.Default().URL
+	}
+	if c.QueueURL == "" && strings.TrimSpace(getenv(EnvQueueURL)) == "" && strings.TrimSpace(getenv(EnvQueues)) == "" {
 		errs = append(errs, fmt.Errorf("%s is required: the URL of the queue the jobs are sent to", EnvQueueURL))
 	}
 	duration := func(name string, def, max time.Duration, dst *time.Duration, zeroOK bool) {

@@ -44,7 +44,9 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // without the job table; the transactional outbox, on a standard and on a FIFO stack without
 // scheduling; the payload bucket (customer key, a worker that enqueues); the PostgreSQL outbox
 // relay in a VPC, reading an imported secret under a customer key; the longest Name each part
-// allows, with deletion protection; and both outboxes in one stack. shapes_test.go and
+// allows, with deletion protection; three named queues beside the default one (routes, the API
+// and the outbox sending to them), and the longest Name a named queue allows; and both
+// outboxes in one stack. shapes_test.go and
 // deploy_test.go check rules every shape must keep.
 var All = []Shape{
 	{"default", props(jobqueue.Props{Name: "sqsworker"}), nil},
@@ -97,6 +99,19 @@ var All = []Shape{
 	{"long-names-api", props(longest('a', jobqueue.Props{FIFO: true, DeletionProtection: true,
 		Api: &jobqueue.ApiProps{Kinds: []jobqueue.ApiKind{{Kind: "email.send"}}}})), nil},
 	{"long-names-payload-bucket", props(longest('b', jobqueue.Props{PayloadBucket: true, DeletionProtection: true, WorkerEnqueues: true})), nil},
+	// Several queues (namedqueues.go): a standard, a large-batch and a FIFO queue beside the
+	// default one, routes, the API and the outbox sending to them, a worker that enqueues; and
+	// the longest Name a 20-character FIFO queue allows.
+	{"three-queues", props(jobqueue.Props{Name: "multi", MaxConcurrency: 10, ReservedConcurrency: 50, WorkerEnqueues: true,
+		Queues: []jobqueue.QueueProps{
+			{Name: "critical", MaxConcurrency: 20, MaxAttempts: 3, OldestMessageAlarm: time.Minute},
+			{Name: "bulk", MaxConcurrency: 5, BatchSize: 100, BatchingWindow: 5 * time.Second, VisibilityTimeout: time.Hour},
+			{Name: "orders", FIFO: true, MaxConcurrency: 10},
+		},
+		Routes: map[string]string{"password.reset": "critical", "import.run": "bulk", "order.ship": "orders"},
+		Api:    &jobqueue.ApiProps{Kinds: []jobqueue.ApiKind{{Kind: "password.reset"}, {Kind: "import.run"}}},
+		Outbox: &jobqueue.OutboxProps{}}), nil},
+	{"long-names-queues", props(longest('q', jobqueue.Props{FIFO: true, Queues: []jobqueue.QueueProps{{Name: strings.Repeat("q", 20), FIFO: true}}})), nil},
 	// Both outboxes in one stack, beside the payload bucket: their resources and alarms must not
 	// collide.
 	{"both-outboxes", props(jobqueue.Props{Name: "both", Outbox: &jobqueue.OutboxProps{}, PayloadBucket: true,

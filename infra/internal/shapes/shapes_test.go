@@ -167,7 +167,7 @@ func TestSynth(t *testing.T) {
 		for _, r := range s.tmpl.Resources {
 			n[r.Type]++
 		}
-		if n["AWS::Lambda::Function"] != 1+api+outbox+pg || n["AWS::Lambda::Url"] != api || n["AWS::Lambda::EventSourceMapping"] != 1+outbox ||
+		if n["AWS::Lambda::Function"] != 1+api+outbox+pg || n["AWS::Lambda::Url"] != api || n["AWS::Lambda::EventSourceMapping"] != 1+outbox+len(p.Queues) ||
 			n["AWS::SQS::Queue"] < 2 || n["AWS::DynamoDB::Table"] != 1+outbox || n["AWS::Scheduler::Schedule"] != outbox+pg ||
 			n["AWS::S3::Bucket"] != on(p.PayloadBucket) {
 			t.Errorf("%s: resources %v", s.stack, n)

@@ -164,6 +164,14 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err := enqueue(ctx, client, prod, store, stack, track); err != nil {
 		return nil, err
 	}
+	stopQueues, err := demoQueues(ctx, w, backend, opts.Stack, client, []worker.Middleware{idem}, effects, track, opts.Logger) // queues.go
+	if err != nil {
+		return nil, err
+	}
+	var queuesOnce sync.Once
+	var queuesErr error
+	stopQueuesOnce := func() error { queuesOnce.Do(func() { queuesErr = stopQueues() }); return queuesErr }
+	defer stopQueuesOnce()
 	later, err := enqueueLater(ctx, w, prod, sched, st, track)
 	if err != nil {
 		return nil, err
@@ -217,6 +225,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 				"EventBridge Scheduler fires them on time; locally the dispatcher fires what the emulator stores)…\n\n", later)
 			offset.Store(int64(later))
 		}
+	}
+	if err := stopQueuesOnce(); err != nil { // every job settled: the queues row's claim is checked
+		return nil, err
 	}
 	if opts.Serve == nil {
 		if err := stopRunning(stop, runErr); err != nil {
