@@ -98,6 +98,9 @@ func (e *Enqueuer) checkDebounce(d *Debounce, m producer.Message) error {
 		return invalid("Debounce.Period %v is below 1 s, the schedules' precision", d.Period)
 	case d.MaxWait < d.Period:
 		return invalid("Debounce.Period %v is longer than Debounce.MaxWait %v: the job would always run at MaxWait; make MaxWait at least the period", d.Period, d.MaxWait)
+	case d.Period <= e.margin() && e.local:
+		return invalid("Debounce.Period %v is not above Config.FireMargin %v: a job whose schedule is due within the margin is not moved any more, "+
+			"and every enqueue would start a job of its own", d.Period, e.margin())
 	case d.Period <= e.margin():
 		return invalid("Debounce.Period %v is not above %v: EventBridge Scheduler fires within the minute of a schedule's time, so a job whose schedule is due within a minute plus Config.FireMargin "+
 			"is not moved any more, and every enqueue would start a job of its own. Use a longer period (or Config.LocalScheduler with the local dispatcher)", d.Period, e.margin())

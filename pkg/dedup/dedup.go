@@ -80,7 +80,7 @@ type Config struct {
 	LocalScheduler bool
 	// FireMargin is kept before a schedule's earliest firing on top of the scheduler's precision:
 	// a debounced job whose schedule may fire within it is not moved any more; the next enqueue
-	// of its key starts a new job. Defaults to 5 s.
+	// of its key starts a new job. Defaults to 5 s, or 1 s with LocalScheduler.
 	FireMargin time.Duration
 	// ReserveLease bounds the time between the write that reserves a unique key and the job's
 	// record (the producer's queued record, or the Enqueuer's): the send runs under a deadline of
@@ -112,11 +112,14 @@ type Enqueuer struct {
 	now          func() time.Time
 }
 
-// DefaultReserveLease, DefaultRecordTTL and DefaultFireMargin are Config's defaults.
+// Config's defaults, and the scheduler's precision.
 const (
 	DefaultReserveLease = time.Minute
 	DefaultRecordTTL    = 24 * time.Hour
 	DefaultFireMargin   = 5 * time.Second
+	// DefaultLocalFireMargin is FireMargin's default with LocalScheduler: the local dispatcher
+	// never fires early, so the margin only covers the time a move takes.
+	DefaultLocalFireMargin = time.Second
 	// SchedulerPrecision is how early EventBridge Scheduler may fire a one-time schedule: it
 	// invokes the target within the minute of the schedule's time.
 	SchedulerPrecision = time.Minute
@@ -151,6 +154,9 @@ func New(cfg Config) (*Enqueuer, error) {
 	}
 	if e.fireMargin == 0 {
 		e.fireMargin = DefaultFireMargin
+		if e.local {
+			e.fireMargin = DefaultLocalFireMargin
+		}
 	}
 	if e.reserveLease == 0 {
 		e.reserveLease = DefaultReserveLease

@@ -208,3 +208,5 @@ func (e *env) ran() ([]exportArgs, []string) {
 	defer e.mu.Unlock()
 	return append([]exportArgs(nil), e.runs...), append([]string(nil), e.ids...)
 }
+
+type producerSQS = producer.SQSAPI
