@@ -146,8 +146,11 @@ func TestLibrariesStayLight(t *testing.T) {
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller"},
-		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/dedup"},
+		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup"},
+		// Deduplication at enqueue sits on the producer and the job table, never under them.
+		"pkg/status":   {"pkg/dedup"},
+		"pkg/schedule": {"pkg/dedup"},
 		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer"},
 	}
 	seen := 0
