@@ -93,11 +93,11 @@ func (e *Enqueuer) checkDebounce(d *Debounce, m producer.Message) error {
 	case e.sched == nil:
 		return &ruleError{msg: "dedup: Debounce needs Config.Scheduler (a *schedule.Client): a debounced job waits in a one-time schedule", also: ErrNeedsScheduler}
 	case d.Period <= 0:
-		return invalid("Debounce.Period %v: a debounce needs the quiet time after which the job runs (for example 2*time.Minute)", d.Period)
+		return invalid("Debounce.Period %v: a debounce needs the quiet time after which the job runs (two minutes, say)", d.Period)
 	case d.Period < time.Second:
 		return invalid("Debounce.Period %v is below 1 s, the schedules' precision", d.Period)
 	case d.MaxWait < d.Period:
-		return invalid("Debounce.Period %v is longer than Debounce.MaxWait %v: the job would always run at MaxWait; make MaxWait at least the period", d.Period, d.MaxWait)
+		return invalid("Debounce.Period %v is longer than Debounce.MaxWait %v: the job would always run at the maximum wait; make it at least the period", d.Period, d.MaxWait)
 	case d.Period <= e.margin() && e.local:
 		return invalid("Debounce.Period %v is not above Config.FireMargin %v: a job whose schedule is due within the margin is not moved any more, "+
 			"and every enqueue would start a job of its own", d.Period, e.margin())

@@ -70,7 +70,7 @@ func knownState(s idempotency.State) bool {
 func (e *Enqueuer) checkUnique(u Unique, m producer.Message) error {
 	switch {
 	case u.Window <= 0:
-		return invalid("Unique.Window %v: a unique key needs a window, the longest it is held (for example time.Hour)", u.Window)
+		return invalid("Unique.Window %v: a unique key needs a window, the longest it is held (an hour, say)", u.Window)
 	case u.Window < time.Second:
 		return invalid("Unique.Window %v is below 1 s, the expiry's precision", u.Window)
 	case len(u.States) == 0 && u.Window > e.recordTTL:
