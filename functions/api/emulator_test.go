@@ -32,6 +32,9 @@ type stack struct {
 	table    *status.Table
 	store    *idempotency.DynamoDBStore
 	failSend *atomic.Int32 // SendMessageBatch calls left to fail
+
+	prod      *producer.Producer // the API's producer (dedup_test.go builds an Enqueuer on it)
+	tableName string
 }
 
 // flakySQS fails the next n SendMessageBatch calls, as an SQS outage would.
@@ -77,7 +80,7 @@ func newStack(t *testing.T) *stack {
 	}
 	api := &API{Producer: prod, Policy: testPolicy(t, testKinds), Status: tbl, Reserver: tbl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return &stack{api: api, sqs: client, queueURL: st.QueueURL, table: tbl, store: store, failSend: fail}
+	return &stack{api: api, sqs: client, queueURL: st.QueueURL, table: tbl, store: store, failSend: fail, prod: prod, tableName: tableName}
 }
 
 // post sends POST /jobs with body and, when not empty, an Idempotency-Key.

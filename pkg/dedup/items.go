@@ -76,9 +76,18 @@ func checkKey(rule, key string) error {
 	return nil
 }
 
-// argsKey derives a rule key from the job's args: "args:" + the hex SHA-256 of the kind and the
-// canonical JSON of the args (object keys sorted, whitespace dropped), or of the object made of
-// the listed top-level fields only (fields the args lack are left out).
+// ArgsKey returns the rule key a rule without Key derives from a job's args: "args:" + the hex
+// SHA-256 of the kind and the canonical JSON of the args (object keys sorted, whitespace
+// dropped), or of the object made of the listed top-level fields only (fields the args lack are
+// left out). A gateway that scopes keys by caller (functions/api) derives the key with it and
+// passes it, scoped, as the rule's Key.
+func ArgsKey(kind string, args json.RawMessage, fields []string) (string, error) {
+	if err := checkFields("Fields", fields); err != nil {
+		return "", err
+	}
+	return argsKey(kind, args, fields)
+}
+
 func argsKey(kind string, args json.RawMessage, fields []string) (string, error) {
 	sub := []byte(args)
 	if len(fields) > 0 {

@@ -116,6 +116,11 @@ type API struct {
 	// dead-letter reason (SQSWORKER_API_SHOW_DETAILS). Defaults to false: state, attempts and
 	// timestamps only.
 	ShowDetails bool
+	// Dedup maps allowed kinds to the deduplication rules a request may ask for them
+	// (SQSWORKER_API_DEDUP, apidedup.go): unique, debounce, throttle. Defaults to none.
+	Dedup map[string][]string
+	// Scheduler is where debounced jobs wait, when a kind allows debounce.
+	Scheduler APIScheduler
 }
 
 // AllowedKind is one entry of the API's allow-list.
@@ -226,6 +231,7 @@ func LoadAPI(getenv func(string) string) (API, error) {
 	}
 	c.Kinds = apiKinds(getenv(EnvAPIKinds), def, &errs)
 	c.Schemas = apiSchemas(getenv(EnvAPISchemas), &c, &errs)
+	apiDedup(getenv, &c, &errs)
 	if s := strings.TrimSpace(getenv(EnvAPIShowDetails)); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
