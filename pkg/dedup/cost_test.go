@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,48 @@ func TestUniqueEnqueueCost(t *testing.T) {
 	if free.calls["sqs.SendMessageBatch"] != base.calls["sqs.SendMessageBatch"] || len(free.calls) != len(base.calls) {
 		t.Errorf("a unique enqueue sends otherwise than the producer: %v against %v", free, base)
 	}
+}
+
+// benchSeq makes the benchmark's keys unique across its runs (-count).
+var benchSeq atomic.Int64
+
+// BenchmarkUniqueEnqueue times, on the embedded emulator, the producer's own Prepare + Send with
+// its queued record (the baseline), an enqueue under a new unique key each time (the write and
+// the send), and a duplicate (the refused write; the emulator adds the read that AWS's ALL_OLD
+// answer saves). go test -run '^$' -bench UniqueEnqueue -benchtime 2000x ./pkg/dedup
+func BenchmarkUniqueEnqueue(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b, envOptions{})
+	b.Run("producer", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			msg, err := e.prod.Prepare(ctx, exportArgs{User: "base", N: i})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := e.prod.Send(ctx, []producer.Message{msg}); err != nil || res[0].Err != nil {
+				b.Fatal(err, res[0].Err)
+			}
+		}
+	})
+	b.Run("unique", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			key := fmt.Sprint("bench-", benchSeq.Add(1))
+			res, err := e.enq.Enqueue(ctx, exportArgs{User: "u", N: i}, dedup.Unique{Key: key, Window: time.Hour})
+			if err != nil || res.Outcome != dedup.Enqueued {
+				b.Fatal(err, res.Outcome)
+			}
+		}
+	})
+	b.Run("duplicate", func(b *testing.B) {
+		rule := dedup.Unique{Key: fmt.Sprint("bench-dup-", benchSeq.Add(1)), Window: time.Hour}
+		if _, err := e.enq.Enqueue(ctx, exportArgs{User: "d"}, rule); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			res, err := e.enq.Enqueue(ctx, exportArgs{User: "d"}, rule)
+			if err != nil || res.Outcome != dedup.Duplicate {
+				b.Fatal(err, res.Outcome)
+			}
+		}
+	})
 }

@@ -47,7 +47,7 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.U
 // dispatcher, a producer that records jobs as queued, an Enqueuer, and a worker with the
 // idempotency middleware on the table whose runs it counts.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *clock
 	stack  *awslocal.Stack
 	sqs    *sqs.Client
@@ -72,7 +72,7 @@ type envOptions struct {
 	mod        func(*dedup.Config)
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
 	b := awslocaltest.Backend(t)
