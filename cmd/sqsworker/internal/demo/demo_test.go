@@ -50,15 +50,17 @@ func TestDemoEndToEnd(t *testing.T) {
 		"malformed body (plain SendMessage)":                          {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 		committedLabel:                                                {worker.OutcomeSucceeded, "", 1},
+		uniqueLabel:                                                   {worker.OutcomeSucceeded, "", 1},
+		debounceLabel:                                                 {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
-	wantRows := 16
+	wantRows := 18
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 15
+		wantRows = 17
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
