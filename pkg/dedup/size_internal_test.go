@@ -26,7 +26,7 @@ func TestItemSizes(t *testing.T) {
 	}
 	env := `{"v":1,"id":"` + id + `","kind":"search.reindex","args":{"doc":42,"rev":17,"by":"ada@example.com"},"enqueued_at":"2026-12-01T10:00:00.000Z","meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}`
 	deb := map[string]types.AttributeValue{
-		attrPK: avS(itemPK(DebounceKeyPrefix, "search.reindex", "args:6ed279118eb397a33078a6d944b4edd282f895f7afcfb77a6f253e5786283927")),
+		attrPK:   avS(itemPK(DebounceKeyPrefix, "search.reindex", "args:6ed279118eb397a33078a6d944b4edd282f895f7afcfb77a6f253e5786283927")),
 		attrDJob: avS(id), attrDFirst: avN(now.UnixMilli()), attrDLast: avN(now.UnixMilli()), attrDDeadline: avN(now.UnixMilli()),
 		attrDSeq: avN(100), attrDEnv: avS(env), attrExp: avN(1764586800),
 	}
