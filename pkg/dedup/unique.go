@@ -119,9 +119,16 @@ func (e *Enqueuer) checkFIFO(rule string, m producer.Message) error {
 	return nil
 }
 
+// lease is how long a reservation under u lasts: Config.ReserveLease, or the window when it is
+// shorter, but at least minReserveLease, so that the send has a second (a reservation past its
+// window's end is expired anyway).
+func (e *Enqueuer) lease(u Unique) time.Duration {
+	return max(min(e.reserveLease, u.Window), minReserveLease)
+}
+
 // uniqueItem is the reservation of the unique key pk by the job m at now.
 func (e *Enqueuer) uniqueItem(pk string, m producer.Message, now time.Time, u Unique) map[string]types.AttributeValue {
-	lease := min(e.reserveLease, u.Window)
+	lease := e.lease(u)
 	item := map[string]types.AttributeValue{
 		attrPK:     avS(pk),
 		attrUJob:   avS(m.ID),
@@ -276,8 +283,10 @@ func (e *Enqueuer) judge(ctx context.Context, kind string, old map[string]types.
 // sendReserved sends the job that reserved the key pk at `at`, under a deadline inside the
 // reservation's lease, and makes sure it has a record; a failed send releases the key.
 func (e *Enqueuer) sendReserved(ctx context.Context, res Result, pk string, at time.Time, m producer.Message, env jobs.Envelope, u Unique) (Result, error) {
-	lease := min(e.reserveLease, u.Window)
-	sendCtx, cancel := context.WithDeadline(ctx, at.Add(lease-time.Second))
+	lease := e.lease(u)
+	// A timeout, not a deadline from at: the lease is in Config.Now's time, the context in the
+	// machine's (they differ under an injected clock); the reservation was written just now.
+	sendCtx, cancel := context.WithTimeout(ctx, lease-time.Second)
 	results, err := e.prod.Send(sendCtx, []producer.Message{m})
 	cancel()
 	if len(results) == 1 {

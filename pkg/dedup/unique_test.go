@@ -217,3 +217,22 @@ func TestUniqueWindowForAnyState(t *testing.T) {
 		t.Fatalf("after the window: %+v, %v; want a new job", next, err)
 	}
 }
+
+// TestUniqueShortWindow: a window of one second (the shortest) still leaves the send its time,
+// and once it is over the key is free.
+func TestUniqueShortWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, envOptions{})
+	rule := dedup.Unique{Key: "tick", Window: time.Second}
+	if res, err := e.enq.Enqueue(ctx, exportArgs{User: "s"}, rule); err != nil || res.Outcome != dedup.Enqueued {
+		t.Fatalf("first: %+v, %v", res, err)
+	}
+	if res, err := e.enq.Enqueue(ctx, exportArgs{User: "s"}, rule); err != nil || res.Outcome != dedup.Duplicate {
+		t.Fatalf("within the second: %+v, %v", res, err)
+	}
+	e.clock.Add(time.Second)
+	if res, err := e.enq.Enqueue(ctx, exportArgs{User: "s"}, rule); err != nil || res.Outcome != dedup.Enqueued {
+		t.Fatalf("after the second: %+v, %v", res, err)
+	}
+}
