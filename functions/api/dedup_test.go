@@ -9,15 +9,20 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/dedup"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
-// dedupKinds allows report.build unique and throttle, metrics.rollup nothing.
+// dedupKinds allows report.build unique and throttle, email.send debounce, metrics.rollup nothing.
 var dedupKinds = func() map[string]string {
-	env := map[string]string{"SQSWORKER_TABLE": "jobs", config.EnvAPIDedup: "report.build=unique+throttle"}
+	env := map[string]string{"SQSWORKER_TABLE": "jobs", config.EnvAPIDedup: "report.build=unique+throttle,email.send=debounce",
+		config.EnvScheduleGroup: "jobs", config.EnvQueueARN: "arn:aws:sqs:us-east-1:000000000000:jobs",
+		config.EnvSchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler"}
 	for k, v := range testKinds {
 		env[k] = v
 	}
@@ -29,7 +34,19 @@ func newDedupStack(t *testing.T) *stack {
 	t.Helper()
 	s := newStack(t)
 	s.api.Policy = testPolicy(t, dedupKinds)
-	enq, err := dedup.New(dedup.Config{Producer: s.prod, DynamoDB: awslocaltest.Backend(t).DynamoDB(), Table: s.tableName, Jobs: s.table})
+	b := awslocaltest.Backend(t)
+	sch := scheduler.NewFromConfig(b.Config)
+	name := awslocal.UniqueName("apidedup")
+	group, err := awslocal.ProvisionScheduleGroup(context.Background(), sch, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sched, err = schedule.NewClient(schedule.Config{Scheduler: sch, Group: group, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + name + "-jobs",
+		RoleARN: awslocal.SchedulerRoleARN(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, err := dedup.New(dedup.Config{Producer: s.prod, DynamoDB: b.DynamoDB(), Table: s.tableName, Jobs: s.table, Scheduler: s.sched, LocalScheduler: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +152,8 @@ func TestAPIDedupRefused(t *testing.T) {
 	}{
 		{`{"kind":"metrics.rollup","args":{},"unique":{"window":"1h"}}`, "", http.StatusForbidden, `may not be enqueued with \"unique\"`},
 		{`{"kind":"report.build","args":{},"debounce":{"period":"2m"}}`, "", http.StatusForbidden, `may not be enqueued with \"debounce\"`},
+		{`{"kind":"email.send","args":{"to":"a@b.c"},"debounce":{"period":"10m","max_wait":"5m"}}`, "", http.StatusBadRequest, `\"debounce.period\" 10m0s is longer than \"debounce.max_wait\" 5m0s`},
+		{`{"kind":"email.send","args":{"to":"a@b.c"},"debounce":{"period":"2m"},"delay":"10s"}`, "", http.StatusBadRequest, `\"debounce\" with a delay (\"delay\")`},
 		{`{"kind":"report.build","args":{},"unique":{"window":"1h"},"throttle":{"limit":1,"period":"1m"}}`, "", http.StatusBadRequest, "choose one"},
 		{`{"kind":"report.build","args":{},"unique":{"window":"1h"}}`, "k-1", http.StatusBadRequest, "Idempotency-Key cannot be combined"},
 		{`{"kind":"report.build","args":{},"unique":{}}`, "", http.StatusBadRequest, `\"unique.window\" is required`},
@@ -161,5 +180,24 @@ func TestAPIDedupRefused(t *testing.T) {
 	s.api.Dedup = nil
 	if resp := s.postAs(t, "", `{"kind":"report.build","args":{},"unique":{"window":"1h"}}`, nil); resp.StatusCode != http.StatusNotImplemented {
 		t.Fatalf("without an Enqueuer: %d %s, want 501", resp.StatusCode, resp.Body)
+	}
+}
+
+// TestAPIDebounce: two debounced requests of one key are one job, moved by the second, whose
+// schedule carries the second request's args; nothing is on the queue until it fires.
+func TestAPIDebounce(t *testing.T) {
+	t.Parallel()
+	s := newDedupStack(t)
+	first := dedupAnswer(t, s.postAs(t, "", `{"kind":"email.send","args":{"to":"a@b.c","subject":"v1"},"debounce":{"key":"digest-a","period":"2m"}}`, nil), http.StatusAccepted)
+	second := dedupAnswer(t, s.postAs(t, "", `{"kind":"email.send","args":{"to":"a@b.c","subject":"v2"},"debounce":{"key":"digest-a","period":"2m"}}`, nil), http.StatusAccepted)
+	if first.Outcome != "debounced" || second.ID != first.ID || second.Events != 2 || second.RunAt == "" {
+		t.Fatalf("debounced requests: %+v then %+v, want one job with 2 events", first, second)
+	}
+	js, err := s.sched.GetJob(context.Background(), first.ID)
+	if err != nil || !strings.Contains(string(js.Envelope.Args), `"v2"`) {
+		t.Fatalf("the job's schedule: %+v, %v; want the second request's args", js, err)
+	}
+	if ids := s.drain(t); len(ids) != 0 {
+		t.Fatalf("queue holds %v before the schedule fired", ids)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -35,6 +36,7 @@ type stack struct {
 
 	prod      *producer.Producer // the API's producer (dedup_test.go builds an Enqueuer on it)
 	tableName string
+	sched     *schedule.Client // dedup_test.go's, for debounced jobs
 }
 
 // flakySQS fails the next n SendMessageBatch calls, as an SQS outage would.
