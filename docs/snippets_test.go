@@ -84,6 +84,7 @@ var knownImports = map[string]string{
 	"pgxoutbox":    "github.com/sqsworker/sqsworker/pkg/outbox/pgoutbox/pgxoutbox",
 	"awslocal":     "github.com/sqsworker/sqsworker/pkg/awslocal",
 	"ddbstream":    "github.com/sqsworker/sqsworker/pkg/ddbstream",
+	"dedup":        "github.com/sqsworker/sqsworker/pkg/dedup",
 }
 
 // snippet is one ```go block of a Markdown file.

@@ -146,12 +146,15 @@ func TestLibrariesStayLight(t *testing.T) {
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues"},
-		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup"},
+		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup"},
 		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues"},
 		// The queue set is a plain description (names, URLs, routes): it builds on the job model
 		// alone, and the worker asks it through worker.Routing without importing it.
-		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload"},
+		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload", "pkg/dedup"},
+		// Deduplication at enqueue sits on the producer and the job table, never under them.
+		"pkg/status":   {"pkg/dedup"},
+		"pkg/schedule": {"pkg/dedup"},
 	}
 	seen := 0
 	for _, p := range list(t) {

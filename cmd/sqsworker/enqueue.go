@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/dedup"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
@@ -45,6 +46,9 @@ type enqueueJSON struct {
 	// receivable: the time SQS answered the send, by this host's clock, plus the delay. Absent
 	// without a delay and for a job that went through a schedule (ScheduledAt).
 	VisibleAt jsonTime `json:"visible_at,omitzero"`
+	// Dedup is set when the job was enqueued under --unique, --debounce or --throttle: what
+	// became of it (enqueue_dedup.go).
+	Dedup *dedupJSON `json:"dedup,omitempty"`
 }
 
 func newEnqueueCmd(g *globals) *cobra.Command {
@@ -56,6 +60,7 @@ func newEnqueueCmd(g *globals) *cobra.Command {
 		maxAttempts int
 		fifo        bool
 		queue       string
+		dd          dedupFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue KIND ARGS_JSON",
@@ -88,14 +93,14 @@ which the CDK stack publishes (one DescribeStacks call: the credentials need
 cloudformation:DescribeStacks). On an emulator the role may be left out. On AWS a FIFO queue
 needs content-based deduplication for this (the CDK stack turns it on), since the scheduler
 cannot set a deduplication id. Emulators store schedules but never fire them:
-the local schedule dispatcher does.`,
+the local schedule dispatcher does.` + dedupHelp,
 		Example: `  sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp --key order-42-welcome --delay 30s
   sqsworker enqueue report.build '{"month":"2026-11"}' --stack myapp --group tenant-7 --max-attempts 3
   sqsworker enqueue invoice.render '{"order":42}' --stack myapp --delay 48h \
     --scheduler-role arn:aws:iam::123456789012:role/myapp-scheduler
   echo '{"to":"a@b.c"}' | sqsworker enqueue email.send - --stack myapp --output json
-  sqsworker enqueue report.build --args @month.json --stack myapp`,
+  sqsworker enqueue report.build --args @month.json --stack myapp` + dedupExamples,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("args") {
 				return exactArgs("KIND")(cmd, args)
@@ -152,6 +157,11 @@ the local schedule dispatcher does.`,
 					return err
 				}
 			}
+			rule, err := dd.rule(cmd)
+			if err != nil {
+				return err
+			}
+			_, debounced := rule.(dedup.Debounce)
 
 			ctx := cmd.Context()
 			c, err := connect(ctx, g)
@@ -161,7 +171,7 @@ the local schedule dispatcher does.`,
 			target := schedulingTarget{Stack: stack, FIFO: fifo, Local: c.local, Where: c.where, Role: role,
 				Alternative: ", or enqueue without --delay"}
 			schedRole := "" // the role the schedule assumes, once chosen
-			if needsScheduler(delay, fifo) {
+			if needsScheduler(delay, fifo) || debounced {
 				// Chosen before the stack's queues are looked up, so that a missing role fails fast
 				// (on AWS without the flag or the variable it costs one DescribeStacks call).
 				if schedRole, err = schedulerRole(ctx, c.cfn, target, os.Getenv); err != nil {
@@ -195,8 +205,13 @@ the local schedule dispatcher does.`,
 					return err
 				}
 			}
+			if rule != nil && refs.Table == "" {
+				return fmt.Errorf("--unique, --debounce and --throttle keep their keys in the stack's job table %s, and %s has none: create it with 'sqsworker up', or deploy the CDK stack",
+					awslocal.TableName(stack), c.where)
+			}
 			scheduleGroup := ""
-			if needsScheduler(delay, refs.FIFO) {
+			var sc *schedule.Client
+			if needsScheduler(delay, refs.FIFO) || debounced {
 				if schedRole == "" {
 					// A FIFO stack found by its queue (without --fifo): only now is the scheduler
 					// known to be needed.
@@ -205,8 +220,7 @@ the local schedule dispatcher does.`,
 					}
 				}
 				target.QueueName, target.QueueURL, target.FIFO = refs.QueueName, refs.QueueURL, refs.FIFO
-				sc, err := newJobScheduler(ctx, c, target, schedRole)
-				if err != nil {
+				if sc, err = newJobScheduler(ctx, c, target, schedRole); err != nil {
 					return err
 				}
 				cfg.Scheduler, scheduleGroup = sc, sc.Group()
@@ -214,6 +228,9 @@ the local schedule dispatcher does.`,
 			p, err := producer.New(cfg)
 			if err != nil {
 				return err
+			}
+			if rule != nil {
+				return enqueueDeduped(ctx, cmd, g, c, refs, p, cfg.Status.(*status.Table), sc, kind, raw, rule, opts)
 			}
 			res, err := p.EnqueueRaw(ctx, kind, raw, opts...)
 			sentAt := time.Now()
@@ -270,6 +287,7 @@ the local schedule dispatcher does.`,
 	f.StringVar(&group, "group", "", "message group id: required on FIFO queues, the tenant of a fair queue otherwise")
 	f.BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	f.StringVar(&queue, "queue", "", "the queue of the stack to send to, by name (default: the default queue, <stack>-jobs; see 'sqsworker queues')")
+	dd.register(f)
 	return cmd
 }
 

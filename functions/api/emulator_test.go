@@ -21,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -32,6 +33,10 @@ type stack struct {
 	table    *status.Table
 	store    *idempotency.DynamoDBStore
 	failSend *atomic.Int32 // SendMessageBatch calls left to fail
+
+	prod      *producer.Producer // the API's producer (dedup_test.go builds an Enqueuer on it)
+	tableName string
+	sched     *schedule.Client // dedup_test.go's, for debounced jobs
 }
 
 // flakySQS fails the next n SendMessageBatch calls, as an SQS outage would.
@@ -77,7 +82,7 @@ func newStack(t *testing.T) *stack {
 	}
 	api := &API{Producer: prod, Policy: testPolicy(t, testKinds), Status: tbl, Reserver: tbl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return &stack{api: api, sqs: client, queueURL: st.QueueURL, table: tbl, store: store, failSend: fail}
+	return &stack{api: api, sqs: client, queueURL: st.QueueURL, table: tbl, store: store, failSend: fail, prod: prod, tableName: tableName}
 }
 
 // post sends POST /jobs with body and, when not empty, an Idempotency-Key.

@@ -65,6 +65,10 @@ type API struct {
 	Logger *slog.Logger
 	// Clock gives the reservations' time. Defaults to time.Now.
 	Clock func() time.Time
+	// Dedup enqueues the requests that ask for a deduplication rule ("unique", "debounce",
+	// "throttle"; dedup.go), for the kinds SQSWORKER_API_DEDUP allows it. Defaults to nil: such
+	// requests answer 501.
+	Dedup Deduper
 }
 
 // maxBodyBytes bounds a request body (SQS's own message limit is 1 MiB).
@@ -79,6 +83,10 @@ type enqueueRequest struct {
 	Args  json.RawMessage `json:"args"`
 	Delay string          `json:"delay"`
 	Group string          `json:"group"`
+	// Unique, Debounce and Throttle ask for a deduplication rule (dedup.go): one at most.
+	Unique   *uniqueRequest   `json:"unique"`
+	Debounce *debounceRequest `json:"debounce"`
+	Throttle *throttleRequest `json:"throttle"`
 }
 
 // enqueueResponse is POST /jobs's answer.
@@ -250,6 +258,9 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 				len(key), room, producer.MaxKeyLength, len(who)+1))
 		}
 		opts = append(opts, producer.WithKey(scopedKey(who, key)))
+	}
+	if in.Unique != nil || in.Debounce != nil || in.Throttle != nil {
+		return a.enqueueDeduped(ctx, req, in, rule, args, opts, who, key)
 	}
 	m, err := a.Producer.PrepareRaw(ctx, in.Kind, args, opts...)
 	if err != nil {

@@ -8,8 +8,9 @@
 // header becomes the job's key; with a job table (SQSWORKER_TABLE) a repeated key gets the first
 // answer, and the same key with another body 409. With AWS_IAM auth, keys and job ids are
 // scoped by the caller's IAM principal: one caller can neither use nor read another's. GET
-// shows the key, result, last error and reason only with SQSWORKER_API_SHOW_DETAILS. See
-// docs/FUNCTIONS.md.
+// shows the key, result, last error and reason only with SQSWORKER_API_SHOW_DETAILS. A request may
+// ask for a deduplication rule ("unique", "debounce", "throttle") for the kinds SQSWORKER_API_DEDUP
+// allows it. See docs/FUNCTIONS.md and docs/DEDUP.md.
 //
 // It is configured from its environment; each missing or invalid setting (a schema that does
 // not compile included) is reported on its own line on stderr, and the process exits with
@@ -96,6 +97,11 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 			return nil, nil, err
 		}
 		api.Status, api.Reserver = t, t
+		if len(cfg.Dedup) > 0 {
+			if api.Dedup, err = newDeduper(awsCfg, cfg, prod, t); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	kinds := make([]string, len(cfg.Kinds))
 	for i, k := range cfg.Kinds {
@@ -103,6 +109,6 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	}
 	logger.Info("sqsworker api ready", slog.String("queue_url", cfg.QueueURL), slog.String("table", cfg.Table),
 		slog.Any("kinds", kinds), slog.Int("schemas", len(cfg.Schemas)), slog.Bool("show_details", cfg.ShowDetails),
-		slog.Bool("tracing", ot != nil))
+		slog.Bool("tracing", ot != nil), slog.Any("dedup", cfg.Dedup))
 	return api, ot, nil
 }

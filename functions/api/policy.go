@@ -25,6 +25,7 @@ type Policy struct {
 type kindRule struct {
 	maxArgs int
 	schema  *jsonschema.Schema // nil: size only
+	dedup   []string           // the deduplication rules it may ask for (SQSWORKER_API_DEDUP)
 }
 
 // maxFieldErrors bounds the schema violations one answer lists.
@@ -39,7 +40,7 @@ const maxFieldErrors = 10
 func NewPolicy(cfg config.API, readFile func(string) ([]byte, error)) (*Policy, error) {
 	p := &Policy{kinds: make(map[string]*kindRule, len(cfg.Kinds))}
 	for _, k := range cfg.Kinds {
-		p.kinds[k.Kind] = &kindRule{maxArgs: k.MaxArgsBytes}
+		p.kinds[k.Kind] = &kindRule{maxArgs: k.MaxArgsBytes, dedup: cfg.Dedup[k.Kind]}
 	}
 	kinds := make([]string, 0, len(cfg.Schemas))
 	for kind := range cfg.Schemas {

@@ -123,6 +123,11 @@ type API struct {
 	// Queues are the stack's queues (SQSWORKER_QUEUES, SQSWORKER_ROUTES): each kind is enqueued
 	// on its queue. With them QueueURL may be left empty (it is then the default queue's).
 	Queues Queues
+	// Dedup maps allowed kinds to the deduplication rules a request may ask for them
+	// (SQSWORKER_API_DEDUP, apidedup.go): unique, debounce, throttle. Defaults to none.
+	Dedup map[string][]string
+	// Scheduler is where debounced jobs wait, when a kind allows debounce.
+	Scheduler APIScheduler
 }
 
 // AllowedKind is one entry of the API's allow-list.
@@ -238,6 +243,7 @@ func LoadAPI(getenv func(string) string) (API, error) {
 	}
 	c.Kinds = apiKinds(getenv(EnvAPIKinds), def, &errs)
 	c.Schemas = apiSchemas(getenv(EnvAPISchemas), &c, &errs)
+	apiDedup(getenv, &c, &errs)
 	if s := strings.TrimSpace(getenv(EnvAPIShowDetails)); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {

@@ -176,6 +176,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := demoDedup(ctx, w, prod, ddb, table, st, sched, clock, track); err != nil { // dedup.go
+		return nil, err
+	}
 	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, sched, st, track, opts.Logger)
 	if err != nil {
 		return nil, err

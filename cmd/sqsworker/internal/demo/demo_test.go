@@ -51,15 +51,17 @@ func TestDemoEndToEnd(t *testing.T) {
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 		committedLabel:                                                {worker.OutcomeSucceeded, "", 1},
 		queuesLabel:                                                   {worker.OutcomeSucceeded, "", 1},
+		uniqueLabel:                                                   {worker.OutcomeSucceeded, "", 1},
+		debounceLabel:                                                 {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
-	wantRows := 17 // 16, and the several-queues row (queues.go)
+	wantRows := 19 // 16, the several-queues row (queues.go) and the two dedup rows (dedup.go)
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 16
+		wantRows = 18
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
