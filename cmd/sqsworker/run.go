@@ -357,6 +357,7 @@ var (
 		"SQSWORKER_QUEUE_URL", "SQSWORKER_DLQ_URL", "SQSWORKER_TABLE",
 		"SQSWORKER_SCHEDULE_GROUP",
 		"SQSWORKER_PAYLOAD_BUCKET", // when the stack has a payload bucket
+		"SQSWORKER_QUEUES",         // when the stack has several queues (--queue)
 	}
 	// runShellEnv keep the worker's defaults unless run's own environment sets them (the function
 	// inherits it), as the CDK stack keeps them unless its props set them: the log level, the
@@ -367,6 +368,9 @@ var (
 	runShellEnv = []string{
 		"SQSWORKER_LOG_LEVEL", "SQSWORKER_CONCURRENCY", "SQSWORKER_DEADLINE_MARGIN",
 		"SQSWORKER_TABLE_LAYOUT", "SQSWORKER_EXPECT_RECORDS", "SQSWORKER_PAYLOAD_CLEANUP",
+		// The kinds' queues are the function's own (jobs.WithQueue in its registry): routes set
+		// here only say which arrivals the worker counts as misrouted.
+		"SQSWORKER_ROUTES",
 	}
 )
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // workerSettings returns the SQSWORKER_* variables the worker function reads: those
@@ -114,9 +116,31 @@ func TestRunGivesTheWorkerEverySetting(t *testing.T) {
 		values[k] = v
 	}
 	for _, v := range runStackEnv {
-		if values[v] == "" {
+		if values[v] == "" && v != "SQSWORKER_QUEUES" { // one queue: the URLs say it all
 			t.Errorf("functionEnv sets no %s: %q", v, env)
 		}
+	}
+	if _, ok := values["SQSWORKER_QUEUES"]; ok {
+		t.Errorf("functionEnv sets SQSWORKER_QUEUES for a stack of one queue: %q", env)
+	}
+
+	// Several queues (--queue): the worker serves them all, each batch's queue from its event
+	// source, so the default queue's URLs are left empty and SQSWORKER_QUEUES names them all.
+	set, err := queues.New(
+		queues.Queue{Name: queues.DefaultName, URL: st.QueueURL, DLQURL: st.DLQURL},
+		queues.Queue{Name: "bulk", URL: "http://localhost:4566/000000000000/s-jobs-bulk", DLQURL: "http://localhost:4566/000000000000/s-jobs-bulk-dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Queues = set
+	values = map[string]string{}
+	for _, kv := range functionEnv(st, "http://localhost:4566", "us-east-1", aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, "s") {
+		k, v, _ := strings.Cut(kv, "=")
+		values[k] = v
+	}
+	if values["SQSWORKER_QUEUE_URL"] != "" || values["SQSWORKER_DLQ_URL"] != "" || !strings.Contains(values["SQSWORKER_QUEUES"], "bulk") {
+		t.Errorf("functionEnv of two queues: QUEUE_URL %q, DLQ_URL %q, QUEUES %q; want the first two empty and every queue in the last",
+			values["SQSWORKER_QUEUE_URL"], values["SQSWORKER_DLQ_URL"], values["SQSWORKER_QUEUES"])
 	}
 	for _, v := range runShellEnv {
 		if _, ok := values[v]; ok {
