@@ -13,10 +13,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // example is one command line of a --help's examples.
@@ -214,6 +216,11 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The examples of several queues name critical and bulk (sqsworker queues, --queue).
+	if _, _, err := awslocal.ProvisionQueues(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{Name: std},
+		queues.Spec{Name: "critical", Weight: 6}, queues.Spec{Name: "bulk"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := awslocal.ProvisionBucket(ctx, b.S3(), std); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +236,7 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 
 	order := []string{"", "enqueue", "status", "jobs", "dlq list", "dlq show", "dlq redrive", "dlq", "dlq purge",
 		"schedules", "schedules put", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules delete",
-		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "version"}
+		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version"}
 	byCmd := map[string][]example{}
 	ran := 0
 	for _, ex := range examples(t) {
