@@ -1,6 +1,7 @@
 package batch_test
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
 // TestBatchSmall: a batch of 10 children, 2 failing to exhaustion, on several pollers: the
@@ -65,17 +67,8 @@ func TestBatchThousandExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		res, err := r.prod.Send(r.ctx, tagged)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range res {
-			if x.Err != nil {
-				t.Fatal(x.Err)
-			}
-		}
-	}
+	r.send(tagged...)
+	r.send(tagged...)
 	// Adding a child again counts nothing twice (the same chunk: its fingerprint), and sends it again.
 	if err := b.Add(r.ctx, r.prod, children[0:300]...); err != nil {
 		t.Fatal(err)
@@ -119,4 +112,136 @@ func TestBatchThousandExactlyOnce(t *testing.T) {
 		t.Errorf("crashes %d, duplicate deliveries %d: the test exercised neither", r.crashes.Load(), r.duplicates())
 	}
 	t.Logf("%d deletes dropped, %d duplicate deliveries acknowledged without running", r.crashes.Load(), r.duplicates())
+}
+
+// TestChainOfFive: a chain of 5 steps passes each step's result to the next (each adds its
+// number to the sum it received), and ends succeeded; a chain whose third step fails stops there,
+// failed at step 3, and its later steps never run.
+func TestChainOfFive(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	steps := func(failAt int) []producer.Message {
+		var out []producer.Message
+		for k := 1; k <= 5; k++ {
+			m, err := r.prod.Prepare(r.ctx, Step{Add: k * 10, Fail: k == failAt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	good, err := r.client.StartChain(r.ctx, batch.ChainSpec{Description: "five steps"}, steps(0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := r.client.StartChain(r.ctx, batch.ChainSpec{}, steps(3)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(2, 0)
+	chain := func(id string) batch.ChainDetail {
+		d, err := r.client.GetChain(r.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	r.waitFor("both chains", time.Minute, func() bool {
+		return chain(good).State == batch.ChainSucceeded && chain(bad).State == batch.ChainFailed
+	})
+	g := chain(good)
+	if g.Current != 5 || g.Steps[4].Result != "150" {
+		t.Errorf("good chain: current %d, last result %q; want step 5 with 10+20+30+40+50 = 150", g.Current, g.Steps[4].Result)
+	}
+	for i, s := range g.Steps {
+		if s.State != idempotency.StateSucceeded {
+			t.Errorf("good chain step %d: %s", i+1, s.State)
+		}
+	}
+	b := chain(bad)
+	if b.FailedStep != 3 || b.Current != 3 || b.Reason == "" {
+		t.Errorf("bad chain: %+v, want failed at step 3 with a reason", b.ChainInfo)
+	}
+	if b.Steps[3].State != "" || b.Steps[4].State != "" {
+		t.Errorf("bad chain: steps after the failure have records: %s, %s", b.Steps[3].State, b.Steps[4].State)
+	}
+	r.mu.Lock()
+	seen := append([]string(nil), r.stepSeen...)
+	r.mu.Unlock()
+	// Each step saw the sum of the ones before it (step 1 none); the failing step 3 ran twice.
+	for _, want := range []string{"1:10:0:false", "2:20:10:true", "3:30:30:true", "4:40:60:true", "5:50:100:true"} {
+		if !slices.Contains(seen, want) {
+			t.Errorf("no step saw %s; seen %v", want, seen)
+		}
+	}
+	if n := len(seen); n != 5+2+2 {
+		t.Errorf("%d step runs, want 9 (5 of the good chain, 2 and 2 attempts of step 3 of the bad one): %v", n, seen)
+	}
+}
+
+// TestCancelBatch: cancelling a batch cancels its children that have not started (they never
+// run) and counts them; a running child finishes and is counted; the callback then runs once,
+// with the counts and BatchCancelled.
+func TestCancelBatch(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("cancelled")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := r.prod.Prepare(r.ctx, Slow{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(r.ctx, r.prod, slow); err != nil {
+		t.Fatal(err)
+	}
+	// The others are counted but not sent yet: they cannot start before the cancel.
+	later, err := b.Track(r.ctx, r.thumbs(20, func(int) bool { return false })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(1, 0)
+	<-r.started // the slow child runs
+	res, err := r.client.Cancel(r.ctx, b.ID(), "album deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cancelled != 20 || res.Running != 1 {
+		t.Errorf("cancel: %+v, want 20 cancelled, 1 running", res)
+	}
+	r.send(later...) // their deliveries are acknowledged without running
+	info := r.info(b.ID())
+	if info.State != batch.StateSealed || info.Cancelled != 20 || info.Remaining != 1 || info.CancelReason != "album deleted" {
+		t.Errorf("batch after the cancel: %+v", info)
+	}
+	if _, err := b.Track(r.ctx, r.thumbs(1, func(int) bool { return false })...); !errors.Is(err, batch.ErrSealed) {
+		t.Errorf("Track after the cancel: %v, want ErrSealed", err)
+	}
+	close(r.gate) // the running child finishes
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() > 0 })
+	sums := r.summaries()
+	if len(sums) != 1 || sums[0].Succeeded != 1 || sums[0].Cancelled != 20 || !sums[0].BatchCancelled || sums[0].More != 0 || len(sums[0].NotSucceeded) != 20 {
+		t.Errorf("summaries: %+v", sums)
+	}
+	d, err := r.client.Get(r.ctx, b.ID(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Children {
+		if c.Kind == (Thumb{}).Kind() && (c.State != idempotency.StateCancelled || c.Counted != "cancelled") {
+			t.Errorf("child %s: %s counted %q", c.ID, c.State, c.Counted)
+		}
+	}
+	// Give the cancelled children's deliveries a chance to be (wrongly) run: none ran.
+	r.waitFor("the cancelled children's deliveries", time.Minute, func() bool { return r.duplicates() >= 20 })
+	for i := range 20 {
+		if n := r.runs(i); n != 0 {
+			t.Errorf("cancelled child %d ran %d times", i, n)
+		}
+	}
+	if _, err := r.client.Cancel(r.ctx, b.ID(), ""); !errors.Is(err, batch.ErrFinished) {
+		t.Errorf("cancel of a finished batch: %v, want ErrFinished", err)
+	}
 }

@@ -53,6 +53,11 @@ type Step struct {
 
 func (Step) Kind() string { return "test.step" }
 
+// Slow is a child that blocks until its rig's gate opens (a job running during a cancel).
+type Slow struct{}
+
+func (Slow) Kind() string { return "test.slow" }
+
 // rig is a job queue on the embedded emulator: queue and DLQ, job table, outbox table and its
 // relay (the sweeper, woken by the batch client), a worker with the batch Store, and pollers.
 type rig struct {
@@ -80,6 +85,9 @@ type rig struct {
 	callbacks []batch.Summary
 	cbRuns    atomic.Int64
 	stepSeen  []string // "step:add:previous"
+	failing   map[int]bool // overrides Thumb.Fail (a child fixed before its redrive)
+	started   chan struct{}
+	gate      chan struct{}
 }
 
 type rigOptions struct {
@@ -96,7 +104,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	ctx := context.Background()
 	b := awslocaltest.Backend(t)
-	r := &rig{t: t, ctx: ctx, ddb: b.DynamoDB(), sqs: sqs.NewFromConfig(b.Config), wake: make(chan struct{}, 1), thumbRuns: map[int]int{}}
+	r := &rig{t: t, ctx: ctx, ddb: b.DynamoDB(), sqs: sqs.NewFromConfig(b.Config), wake: make(chan struct{}, 1), thumbRuns: map[int]int{},
+		failing: map[int]bool{}, started: make(chan struct{}, 16), gate: make(chan struct{})}
 	name := awslocal.UniqueName("batch")
 	var err error
 	r.stack, err = awslocal.Provision(ctx, r.sqs, awslocal.StackOptions{Name: name, MaxReceiveCount: 20, VisibilityTimeout: 2})
@@ -122,12 +131,25 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	jobs.MustRegister(r.reg, jobs.WorkFunc[Thumb](func(ctx context.Context, j *jobs.Job[Thumb]) error {
 		r.mu.Lock()
 		r.thumbRuns[j.Args.N]++
+		fail, override := r.failing[j.Args.N]
 		r.mu.Unlock()
-		if j.Args.Fail {
+		if !override {
+			fail = j.Args.Fail
+		}
+		if fail {
 			return fmt.Errorf("thumb %d fails", j.Args.N)
 		}
 		return nil
 	}), jobs.WithMaxAttempts(o.maxAttempts), policy)
+	jobs.MustRegister(r.reg, jobs.WorkFunc[Slow](func(ctx context.Context, j *jobs.Job[Slow]) error {
+		r.started <- struct{}{}
+		select {
+		case <-r.gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
 	jobs.MustRegister(r.reg, jobs.WorkFunc[ThumbsDone](func(ctx context.Context, j *jobs.Job[ThumbsDone]) error {
 		r.cbRuns.Add(1)
 		sum, ok := batch.SummaryFrom(ctx)
@@ -271,6 +293,20 @@ func (r *rig) thumbs(n int, fail func(i int) bool) []producer.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// send sends messages (already tagged) with the rig's producer.
+func (r *rig) send(msgs ...producer.Message) {
+	r.t.Helper()
+	res, err := r.prod.Send(r.ctx, msgs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, x := range res {
+		if x.Err != nil {
+			r.t.Fatal(x.Err)
+		}
+	}
 }
 
 func (r *rig) callback(album string) *producer.Message {
