@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -243,5 +247,202 @@ func TestCancelBatch(t *testing.T) {
 	}
 	if _, err := r.client.Cancel(r.ctx, b.ID(), ""); !errors.Is(err, batch.ErrFinished) {
 		t.Errorf("cancel of a finished batch: %v, want ErrFinished", err)
+	}
+}
+
+// TestBadInput: an empty batch fires its callback at once (Summary of 0 children); a callback of
+// a kind the registry does not know, a batch id in use, children added to a sealed batch and a
+// message already in another batch are refused with clear errors, and nothing is written for
+// them.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	r.start(1, 0)
+	empty, err := r.client.Enqueue(r.ctx, r.prod, batch.Spec{Callback: r.callback("empty")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the empty batch's callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Batch != empty.ID() || s.Total != 0 || s.Succeeded != 0 {
+		t.Errorf("empty batch's summary: %+v", s)
+	}
+	if info := r.info(empty.ID()); info.State != batch.StateDone || info.Progress() != 1 {
+		t.Errorf("empty batch: %+v", info)
+	}
+
+	unknown, err := r.prod.PrepareRaw(r.ctx, "test.nobody", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Start(r.ctx, batch.Spec{ID: "unknown-cb", Callback: &unknown}); !errors.Is(err, batch.ErrUnknownKind) {
+		t.Errorf("callback of an unregistered kind: %v, want ErrUnknownKind", err)
+	}
+	if _, err := r.client.Get(r.ctx, "unknown-cb", 0); !errors.Is(err, batch.ErrNotFound) {
+		t.Errorf("the refused batch was written: %v", err)
+	}
+
+	if _, err := r.client.Start(r.ctx, batch.Spec{ID: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Start(r.ctx, batch.Spec{ID: "taken", Callback: r.callback("x")}); !errors.Is(err, batch.ErrExists) {
+		t.Errorf("a reused id: %v, want ErrExists", err)
+	}
+	if info := r.info("taken"); info.Callback != "" {
+		t.Errorf("the reused id's create changed the batch: %+v", info)
+	}
+	for _, id := range []string{"", "a:b", "a#b", string(make([]byte, 129))} {
+		if err := batch.ValidateID(id); !errors.Is(err, batch.ErrInvalid) {
+			t.Errorf("ValidateID(%q): %v", id, err)
+		}
+	}
+
+	b, err := r.client.Batch("taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := r.thumbs(2, func(int) bool { return false })
+	tagged, err := b.Track(r.ctx, kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.client.Start(r.ctx, batch.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Add(r.ctx, r.prod, tagged[0]); !errors.Is(err, batch.ErrInvalid) {
+		t.Errorf("a child of another batch: %v, want ErrInvalid", err)
+	}
+	if err := b.Add(r.ctx, r.prod, kids[1], kids[1]); !errors.Is(err, batch.ErrInvalid) {
+		t.Errorf("a child twice in one call: %v, want ErrInvalid", err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(r.ctx, r.prod, kids[1]); !errors.Is(err, batch.ErrSealed) {
+		t.Errorf("Add to a sealed batch: %v, want ErrSealed", err)
+	}
+	if info := r.info("taken"); info.Total != 1 || info.State != batch.StateSealed {
+		t.Errorf("batch after the refused adds: %+v, want 1 child, sealed", info)
+	}
+}
+
+// TestRedriveMovesCount: a dead child that is redriven and then succeeds moves its count from
+// dead to succeeded, without changing what remains; the callback, which already ran, does not run
+// again; the child leaves the not-succeeded ids.
+func TestRedriveMovesCount(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("redrive")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := b.Track(r.ctx, r.thumbs(2, func(i int) bool { return i == 1 })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.send(tagged...)
+	r.start(1, 0)
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Succeeded != 1 || s.Dead != 1 || !slices.Equal(s.NotSucceeded, []string{tagged[1].ID}) {
+		t.Fatalf("summary: %+v", s)
+	}
+	// Fix the child and redrive it as pkg/dlq does: reset its record (a fresh attempt budget),
+	// then a new message with the same job.
+	r.mu.Lock()
+	r.failing[1] = false
+	r.mu.Unlock()
+	if err := r.status.ResetForRedrive(r.ctx, tagged[1].Kind, tagged[1].Key, false); err != nil {
+		t.Fatal(err)
+	}
+	r.send(tagged[1])
+	r.waitFor("the redriven child's count", time.Minute, func() bool { return r.info(b.ID()).Succeeded == 2 })
+	d, err := r.client.Get(r.ctx, b.ID(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Dead != 0 || d.Remaining != 0 || d.Total != 2 || len(d.NotSucceeded) != 0 || d.State != batch.StateDone {
+		t.Errorf("batch after the redrive: %+v", d)
+	}
+	if n := r.cbRuns.Load(); n != 1 {
+		t.Errorf("the callback ran %d times", n)
+	}
+}
+
+// TestChildOutsideTheBatch: a child dead-lettered without a claim (a kind no worker has) is
+// marked dead and counted; a child cancelled with status.Cancel (not the batch's Cancel) is
+// counted cancelled at its next delivery, once.
+func TestChildOutsideTheBatch(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	unknown, err := r.prod.PrepareRaw(r.ctx, "test.nobody", []byte(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("outside")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := b.Track(r.ctx, append(r.thumbs(1, func(int) bool { return false }), unknown)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.status.Cancel(r.ctx, tagged[0].Kind, tagged[0].Key, time.Time{}, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	r.send(tagged...)
+	r.send(tagged[0]) // a duplicate of the cancelled child: counted once
+	r.start(1, 0)
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	s := r.summaries()[0]
+	if s.Total != 2 || s.Dead != 1 || s.Cancelled != 1 || s.Succeeded != 0 {
+		t.Errorf("summary: %+v, want 1 dead (unknown kind), 1 cancelled", s)
+	}
+	if n := r.runs(0); n != 0 {
+		t.Errorf("the cancelled child ran %d times", n)
+	}
+}
+
+// TestBatchInABusinessTransaction: a batch prepared with Prepare commits with the caller's
+// business write, its children enqueued through the outbox; a business write that fails leaves no
+// batch and no child.
+func TestBatchInABusinessTransaction(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	r.start(1, 0)
+	business := func(id string, cond string) *dynamodb.TransactWriteItemsInput {
+		return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+			TableName: aws.String(r.table), ConditionExpression: aws.String(cond),
+			Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "album:" + id}},
+		}}}}
+	}
+	tx, err := r.client.Prepare(batch.Spec{ID: "album-1", Callback: r.callback("album-1")}, true, r.thumbs(5, func(int) bool { return false })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.client.Transact(r.ctx, business("1", "attribute_not_exists(pk)"), tx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Batch != "album-1" || s.Succeeded != 5 {
+		t.Errorf("summary: %+v", s)
+	}
+	tx2, err := r.client.Prepare(batch.Spec{ID: "album-2", Callback: r.callback("album-2")}, true, r.thumbs(5, func(int) bool { return false })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.client.Transact(r.ctx, business("1", "attribute_not_exists(pk)"), tx2); err == nil || errors.Is(err, batch.ErrExists) {
+		t.Errorf("a failing business write: %v, want the cancellation (not ErrExists)", err)
+	}
+	if _, err := r.client.Get(r.ctx, "album-2", 0); !errors.Is(err, batch.ErrNotFound) {
+		t.Errorf("the batch of a cancelled transaction exists: %v", err)
+	}
+	if err := r.client.Transact(r.ctx, business("3", "attribute_not_exists(pk)"), tx); !errors.Is(err, batch.ErrExists) {
+		t.Errorf("the same batch again: %v, want ErrExists", err)
 	}
 }

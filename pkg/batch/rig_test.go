@@ -84,7 +84,7 @@ type rig struct {
 	thumbRuns map[int]int
 	callbacks []batch.Summary
 	cbRuns    atomic.Int64
-	stepSeen  []string // "step:add:previous"
+	stepSeen  []string     // "step:add:previous"
 	failing   map[int]bool // overrides Thumb.Fail (a child fixed before its redrive)
 	started   chan struct{}
 	gate      chan struct{}
