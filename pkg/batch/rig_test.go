@@ -1,6 +1,7 @@
 package batch_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/batch"
@@ -92,6 +94,11 @@ type rig struct {
 
 type rigOptions struct {
 	maxAttempts int
+	// ledger, when set, bills every write of the rig's DynamoDB client (both tables).
+	ledger *awscost.Ledger
+	// noWake leaves the relay to its poll interval (relayPoll): no OnOutbox wake-up.
+	noWake    bool
+	relayPoll time.Duration
 	// dropDeletes is the share of first deletes of each message that are dropped (a crash
 	// between the job's finishing write and the delete).
 	dropDeletes float64
@@ -108,6 +115,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		failing: map[int]bool{}, started: make(chan struct{}, 16), gate: make(chan struct{})}
 	name := awslocal.UniqueName("batch")
 	var err error
+	if o.ledger != nil {
+		r.ddb = meteredClient(t, b, o.ledger)
+	}
 	r.stack, err = awslocal.Provision(ctx, r.sqs, awslocal.StackOptions{Name: name, MaxReceiveCount: 20, VisibilityTimeout: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +128,10 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	obTable := awslocal.OutboxTableName(name)
 	if _, err := dynamooutbox.CreateTable(ctx, r.ddb, obTable); err != nil {
 		t.Fatal(err)
+	}
+	if o.ledger != nil {
+		o.ledger.AddTable(r.table, awscost.SchemaFromCreateTable(idempotency.TableInput(r.table)))
+		o.ledger.AddTable(obTable, awscost.SchemaFromCreateTable(dynamooutbox.TableInput(obTable)))
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	if r.ob, err = dynamooutbox.New(dynamooutbox.Config{Client: r.ddb, Table: obTable, Logger: quiet}); err != nil {
@@ -182,13 +196,17 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		return batch.SetResult(ctx, nil, out)
 	}), jobs.WithMaxAttempts(o.maxAttempts), policy)
 
+	onOutbox := func() {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	if o.noWake {
+		onOutbox = nil
+	}
 	if r.client, err = batch.New(batch.Config{Client: r.ddb, Table: r.table, Outbox: r.ob, Registry: r.reg, Logger: quiet,
-		OnOutbox: func() {
-			select {
-			case r.wake <- struct{}{}:
-			default:
-			}
-		}}); err != nil {
+		OnOutbox: onOutbox}); err != nil {
 		t.Fatal(err)
 	}
 	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
@@ -206,7 +224,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	if r.relay, err = dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: r.ob, Producers: []*producer.Producer{relayProd},
-		ID: name, Relay: outbox.RelayConfig{PollInterval: 500 * time.Millisecond, Wake: r.wake}, Logger: quiet}); err != nil {
+		ID: name, Relay: outbox.RelayConfig{PollInterval: cmp.Or(o.relayPoll, 500*time.Millisecond), Wake: r.wake}, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -359,4 +377,43 @@ func (r *rig) summaries() []batch.Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]batch.Summary(nil), r.callbacks...)
+}
+
+// meteredClient returns a DynamoDB client on the backend whose every write (transactions
+// included) is billed by ledger, by DynamoDB's rules, from the item before (the ledger's image)
+// and after it (a strongly consistent read); the emulator reports no consumed capacity.
+func meteredClient(t *testing.T, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
+	plain := b.DynamoDB()
+	var mu sync.Mutex
+	var failure error
+	cfg := b.Config.Copy()
+	cfg.HTTPClient = &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
+		if w.Status != 200 && !w.ConditionFailed {
+			return
+		}
+		schema, ok := ledger.Schema(w.Table)
+		if !ok {
+			return // a table the ledger does not bill (the test's own)
+		}
+		key := schema.Key(w)
+		out, err := plain.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(w.Table), Key: key, ConsistentRead: aws.Bool(true)})
+		if err == nil {
+			if w.Transactional {
+				_, err = ledger.RecordTransactional(w.Table, key, out.Item, w.ConditionFailed)
+			} else {
+				_, err = ledger.Record(w.Table, key, out.Item, w.ConditionFailed)
+			}
+		}
+		if err != nil {
+			mu.Lock()
+			failure = errors.Join(failure, err)
+			mu.Unlock()
+		}
+	}}
+	t.Cleanup(func() {
+		if failure != nil {
+			t.Errorf("ledger: %v", failure)
+		}
+	})
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 }
