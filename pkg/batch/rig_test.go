@@ -63,7 +63,7 @@ func (Slow) Kind() string { return "test.slow" }
 // rig is a job queue on the embedded emulator: queue and DLQ, job table, outbox table and its
 // relay (the sweeper, woken by the batch client), a worker with the batch Store, and pollers.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	ddb     *dynamodb.Client
 	sqs     *sqs.Client
@@ -83,6 +83,7 @@ type rig struct {
 	crashes atomic.Int64 // deletes dropped
 
 	mu        sync.Mutex
+	cbStarted map[string]time.Time // batch id → when its callback started
 	thumbRuns map[int]int
 	callbacks []batch.Summary
 	cbRuns    atomic.Int64
@@ -104,7 +105,7 @@ type rigOptions struct {
 	dropDeletes float64
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 2
@@ -112,7 +113,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	ctx := context.Background()
 	b := awslocaltest.Backend(t)
 	r := &rig{t: t, ctx: ctx, ddb: b.DynamoDB(), sqs: sqs.NewFromConfig(b.Config), wake: make(chan struct{}, 1), thumbRuns: map[int]int{},
-		failing: map[int]bool{}, started: make(chan struct{}, 16), gate: make(chan struct{})}
+		failing: map[int]bool{}, cbStarted: map[string]time.Time{}, started: make(chan struct{}, 16), gate: make(chan struct{})}
 	name := awslocal.UniqueName("batch")
 	var err error
 	if o.ledger != nil {
@@ -172,6 +173,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		}
 		r.mu.Lock()
 		r.callbacks = append(r.callbacks, sum)
+		if _, seen := r.cbStarted[sum.Batch]; !seen {
+			r.cbStarted[sum.Batch] = time.Now()
+		}
 		r.mu.Unlock()
 		return nil
 	}), policy)
@@ -382,7 +386,7 @@ func (r *rig) summaries() []batch.Summary {
 // meteredClient returns a DynamoDB client on the backend whose every write (transactions
 // included) is billed by ledger, by DynamoDB's rules, from the item before (the ledger's image)
 // and after it (a strongly consistent read); the emulator reports no consumed capacity.
-func meteredClient(t *testing.T, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
+func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
 	plain := b.DynamoDB()
 	var mu sync.Mutex
 	var failure error
