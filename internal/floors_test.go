@@ -141,14 +141,18 @@ func TestLibrariesStayLight(t *testing.T) {
 }
 
 // TestCoreSeams keeps the seams of docs/ARCHITECTURE.md: the job model imports nothing of ours but
-// the ground floor; the worker imports no store, outbox, console or producer; the producer no
-// worker; the poller no worker.
+// the ground floor; the worker imports no store, outbox, console, producer or batch; the producer
+// no worker; the poller no worker; the job table's stores do not import the batches built on them.
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller"},
-		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller"},
-		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/batch"},
+		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/batch"},
+		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/batch"},
+		// Batches build on the job table's stores and the outbox through their seams
+		// (idempotency.DynamoDBStore.FinishAction, status.CancelAction), never the other way.
+		"pkg/idempotency": {"pkg/batch"},
+		"pkg/status":      {"pkg/batch"},
 	}
 	seen := 0
 	for _, p := range list(t) {
