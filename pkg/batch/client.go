@@ -204,12 +204,17 @@ func (e *txError) item(i int) map[string]types.AttributeValue {
 	return nil
 }
 
+// conflictPolicy retries a transaction that conflicts or is throttled: up to 12 attempts with
+// full-jitter backoff from 25 ms capped at 500 ms (about 2.5 s of waits on average at most),
+// longer than ddbretry's default because every child of a busy batch updates the batch's item.
+var conflictPolicy = ddbretry.Policy{Attempts: 12, Cap: 500 * time.Millisecond}
+
 // transact runs one TransactWriteItems, sent again while conflicts or throttling cancel it
-// (ddbretry), with one idempotency token for all its attempts. A cancellation for any other
+// (conflictPolicy), with one idempotency token for all its attempts. A cancellation for any other
 // reason is a *txError.
 func (c *Client) transact(ctx context.Context, items []types.TransactWriteItem) error {
 	token := newToken()
-	_, err := ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
+	_, err := ddbretry.Call(ctx, conflictPolicy, func(ctx context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
 		return c.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: items, ClientRequestToken: aws.String(token),
 		})

@@ -1,6 +1,7 @@
 package batch_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sort"
@@ -444,5 +445,74 @@ func TestBatchInABusinessTransaction(t *testing.T) {
 	}
 	if err := r.client.Transact(r.ctx, business("3", "attribute_not_exists(pk)"), tx); !errors.Is(err, batch.ErrExists) {
 		t.Errorf("the same batch again: %v, want ErrExists", err)
+	}
+}
+
+// failingTx fails every TransactWriteItems: DynamoDB throttling beyond the retries, an outage.
+type failingTx struct{ batch.DynamoDBAPI }
+
+func (failingTx) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return nil, errors.New("service unavailable")
+}
+
+// TestRepair: a child whose finishing transaction keeps failing gets its outcome recorded alone
+// (its status is right, the batch has not counted it); Repair counts it, once, and the last one
+// counted enqueues the callback.
+func TestRepair(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	broken, err := batch.New(batch.Config{Client: failingTx{r.ddb}, Table: r.table, Outbox: r.ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := broken.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("repair")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := b.Track(r.ctx, r.thumbs(2, func(int) bool { return false })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, m := range tagged {
+		meta := map[string]string{batch.MetaBatch: b.ID()}
+		res, err := store.Claim(r.ctx, idempotency.ClaimRequest{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: "t-" + m.ID,
+			Now: now, LeaseUntil: now.Add(time.Minute), Meta: meta})
+		if err != nil || !res.Claimed {
+			t.Fatalf("claim: %v, %+v", err, res)
+		}
+		if err := store.Finish(r.ctx, idempotency.Finish{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: "t-" + m.ID,
+			State: idempotency.StateSucceeded, Now: now, ExpiresAt: now.Add(time.Hour), Meta: meta}); err != nil {
+			t.Fatalf("finish with the transaction failing: %v, want the outcome recorded alone", err)
+		}
+		if j, err := r.status.GetByID(r.ctx, m.ID); err != nil || j.State != idempotency.StateSucceeded {
+			t.Fatalf("child %s after the finish: %+v, %v", m.ID, j, err)
+		}
+	}
+	if info := r.info(b.ID()); info.Remaining != 2 {
+		t.Fatalf("the batch counted children whose transaction failed: %+v", info)
+	}
+	n, err := r.client.Repair(r.ctx, b.ID())
+	if err != nil || n != 2 {
+		t.Fatalf("Repair: %d, %v; want 2", n, err)
+	}
+	if n, err := r.client.Repair(r.ctx, b.ID()); err != nil || n != 0 {
+		t.Errorf("Repair again: %d, %v; want 0 (counted once)", n, err)
+	}
+	r.start(1, 0)
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if info := r.info(b.ID()); info.State != batch.StateDone || info.Succeeded != 2 {
+		t.Errorf("batch after the repair: %+v", info)
 	}
 }

@@ -439,6 +439,63 @@ func (c *Client) cancelChildren(ctx context.Context, id string, kids []Child, no
 	return res, errors.Join(errs...)
 }
 
+// Repair counts the children of batch id whose job records are final (succeeded, dead,
+// cancelled) but were not counted: their finishing transaction kept failing (throttling or
+// conflicts beyond the retries), so the worker recorded their outcome alone and logged it. Each is
+// counted with the same transaction, once (a child counted meanwhile is left alone), and the last
+// one enqueues the callback as usual. It returns how many it counted. It reads every child's
+// record (100 per request).
+func (c *Client) Repair(ctx context.Context, id string) (int, error) {
+	if err := ValidateID(id); err != nil {
+		return 0, err
+	}
+	item, err := c.get(ctx, batchKey(id))
+	if err != nil {
+		return 0, err
+	}
+	if item == nil {
+		return 0, fmt.Errorf("%w: batch %s", ErrNotFound, id)
+	}
+	counted := 0
+	var errs []error
+	now := c.cfg.Now()
+	for p := 1; p <= int(getN(item, attrParts)); p++ {
+		kids, err := c.part(ctx, id, p)
+		if err != nil {
+			return counted, err
+		}
+		for len(kids) > 0 {
+			n := min(len(kids), 100)
+			pks := make([]string, n)
+			for i, k := range kids[:n] {
+				pks[i] = c.cfg.Layout.ItemKey(k.Kind, k.Key, k.ID)
+			}
+			recs, err := c.batchGet(ctx, pks)
+			if err != nil {
+				return counted, err
+			}
+			for i, k := range kids[:n] {
+				raw := recs[pks[i]]
+				st := idempotency.State(getS(raw, idempotency.AttrState))
+				if raw == nil || getS(raw, attrCounted) != "" || outcomeOf(st) == "" || getS(raw, idempotency.AttrJobID) != "" && getS(raw, idempotency.AttrJobID) != k.ID ||
+					getN(raw, idempotency.AttrExpires) > 0 && getN(raw, idempotency.AttrExpires) <= now.Unix() {
+					continue
+				}
+				w := &countWriter{c: c, pk: pks[i], id: k.ID, state: st}
+				switch err := c.settleBatch(ctx, id, outcomeOf(st), w); {
+				case err == nil:
+					counted++
+				case errors.Is(err, errSkip), errors.Is(err, errNoChange):
+				default:
+					errs = append(errs, fmt.Errorf("child %s: %w", k.ID, err))
+				}
+			}
+			kids = kids[n:]
+		}
+	}
+	return counted, errors.Join(errs...)
+}
+
 type childPhase int
 
 const (

@@ -76,8 +76,17 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 		s.c.cfg.Logger.WarnContext(ctx, "sqsworker: the job's "+g.String()+" cannot count it; its outcome is recorded alone",
 			"job_id", f.JobID, "kind", f.Kind, "state", f.State, "error", err)
 		return s.DynamoDBStore.Finish(ctx, f)
+	case errors.Is(err, idempotency.ErrLeaseLost), ctx.Err() != nil:
+		return err
 	}
-	return err
+	// The transaction keeps failing (throttling or conflicts beyond the retries, an error): record
+	// the outcome alone, so that the job's status is right; Client.Repair counts it later, once.
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the job in its "+g.String()+"; its outcome is recorded alone (count it with Repair)",
+		"job_id", f.JobID, "kind", f.Kind, "state", f.State, "error", err)
+	if ferr := s.DynamoDBStore.Finish(ctx, f); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return nil
 }
 
 // MarkDead implements idempotency.Store: a child of a batch or chain dead-lettered without a
@@ -107,8 +116,16 @@ func (s *Store) MarkDead(ctx context.Context, d idempotency.DeadMark) (bool, err
 			s.countFinal(ctx, g, d.Kind, d.Key, d.JobID, idempotency.StateDead, d.Reason)
 		}
 		return marked, err
+	case ctx.Err() != nil:
+		return false, err
 	}
-	return false, err
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the dead job in its "+g.String()+"; it is marked dead alone (count it with Repair)",
+		"job_id", d.JobID, "kind", d.Kind, "error", err)
+	marked, merr := s.DynamoDBStore.MarkDead(ctx, d)
+	if merr != nil {
+		return marked, errors.Join(err, merr)
+	}
+	return marked, nil
 }
 
 // Claim implements idempotency.Store with the wrapped store's claim. A child whose claim is
