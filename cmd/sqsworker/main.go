@@ -146,7 +146,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
 		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g))
+		newUICmd(g), newBatchesCmd(g), newChainsCmd(g))
 	return root
 }
 
