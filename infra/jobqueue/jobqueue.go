@@ -80,5 +80,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	if err := jq.addOutbox(); err != nil {
 		return nil, err
 	}
+	jq.batches()
 	return jq, nil
 }
