@@ -193,6 +193,11 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		"AWS_SESSION_TOKEN=" + creds.SessionToken,
 		"AWS_LAMBDA_FUNCTION_NAME=" + stack + "-worker",
 	}
+	if relay != nil && table != "" {
+		// Batches and chains: the worker counts children in the job table and enqueues
+		// callbacks and next steps through the outbox, which the relay above sends.
+		env = append(env, "SQSWORKER_BATCHES_OUTBOX_TABLE="+awslocal.OutboxTableName(stack))
+	}
 	pool, err := lambdarun.Start(ctx, lambdarun.Function{
 		Bootstrap: bootstrap, Env: env, RIE: rie, Timeout: o.timeout,
 		Output: &reportFilter{w: stderr},
