@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -514,5 +515,52 @@ func TestRepair(t *testing.T) {
 	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
 	if info := r.info(b.ID()); info.State != batch.StateDone || info.Succeeded != 2 {
 		t.Errorf("batch after the repair: %+v", info)
+	}
+}
+
+// TestBatchOfBatches: sub-batches whose callbacks are children of a parent batch (Track): the
+// parent's callback runs once, after every sub-batch has finished, and each sub-callback got its
+// sub-batch's summary.
+func TestBatchOfBatches(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	parent, err := r.client.Start(r.ctx, batch.Spec{ID: "parent-" + t.Name(), Callback: r.callback("parent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subCallbacks []producer.Message
+	for i := range 3 {
+		subCallbacks = append(subCallbacks, *r.callback("sub-" + strconv.Itoa(i)))
+	}
+	tagged, err := parent.Track(r.ctx, subCallbacks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var subs []string
+	for i := range 3 {
+		cb := tagged[i]
+		sub, err := r.client.Enqueue(r.ctx, r.prod, batch.Spec{Callback: &cb}, r.thumbs(4, func(n int) bool { return i == 2 && n == 0 })...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub.ID())
+	}
+	r.start(2, 0)
+	r.waitFor("the parent's callback", 2*time.Minute, func() bool { return r.info(parent.ID()).State == batch.StateDone && r.cbRuns.Load() == 4 })
+	byBatch := map[string]batch.Summary{}
+	for _, s := range r.summaries() {
+		if _, dup := byBatch[s.Batch]; dup {
+			t.Errorf("batch %s's callback ran twice", s.Batch)
+		}
+		byBatch[s.Batch] = s
+	}
+	if p := byBatch[parent.ID()]; p.Total != 3 || p.Succeeded != 3 {
+		t.Errorf("the parent's summary: %+v, want its 3 sub-batches' callbacks", p)
+	}
+	if s := byBatch[subs[2]]; s.Total != 4 || s.Succeeded != 3 || s.Dead != 1 {
+		t.Errorf("the third sub-batch's summary: %+v", s)
 	}
 }

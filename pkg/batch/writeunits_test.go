@@ -7,6 +7,7 @@ import (
 	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
 // units returns the write units billed so far, tables and indexes.
@@ -83,5 +84,87 @@ func TestWriteUnitsPerChild(t *testing.T) {
 	}
 	if run != 5*n {
 		t.Errorf("children: %d units, want %d (5 each: claim 1, transaction 2 + 2)", run, 5*n)
+	}
+}
+
+// TestWriteUnitsDeadChildAndChain bills a child dead-lettered on its only attempt against a job in
+// no batch that is (3: claim, finish, its by_status entry), and a chain of 2 steps against 2 jobs
+// in no chain, in the same run (the chain's numbers are logged for docs/BATCHES.md).
+func TestWriteUnitsDeadChildAndChain(t *testing.T) {
+	t.Parallel()
+	ledger := awscost.NewLedger(map[string]awscost.Schema{})
+	r := newRig(t, rigOptions{ledger: ledger, maxAttempts: 1})
+	r.start(1, 0)
+	state := func(want idempotency.State, ids ...string) func() bool {
+		return func() bool {
+			for _, id := range ids {
+				if j, err := r.status.GetByID(r.ctx, id); err != nil || j.State != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	always := func(int) bool { return true }
+	plain := r.thumbs(1, always)
+	r.send(plain...)
+	r.waitFor("the plain dead job", time.Minute, state(idempotency.StateDead, plain[0].ID))
+	base := units(ledger)
+
+	b, err := r.client.Start(r.ctx, batch.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := r.thumbs(1, always)
+	if err := b.Add(r.ctx, r.prod, child...); err != nil {
+		t.Fatal(err)
+	}
+	built := units(ledger)
+	r.waitFor("the dead child", time.Minute, state(idempotency.StateDead, child[0].ID))
+	dead := units(ledger) - built
+
+	before := units(ledger)
+	steps := make([]Step, 2)
+	var plainSteps, chainSteps []string
+	for _, s := range steps {
+		m, err := r.prod.Prepare(r.ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.send(m)
+		plainSteps = append(plainSteps, m.ID)
+	}
+	r.waitFor("the plain steps", time.Minute, state(idempotency.StateSucceeded, plainSteps...))
+	plainTwo := units(ledger) - before
+	before = units(ledger)
+	var msgs []producer.Message
+	for _, s := range steps {
+		m, err := r.prod.Prepare(r.ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+		chainSteps = append(chainSteps, m.ID)
+	}
+	id, err := r.client.StartChain(r.ctx, batch.ChainSpec{}, msgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the chain", time.Minute, func() bool {
+		d, err := r.client.GetChain(r.ctx, id)
+		return err == nil && d.State == batch.ChainSucceeded
+	})
+	r.waitFor("the chain's last outbox item deleted", time.Minute, func() bool {
+		_, err := r.ob.Get(r.ctx, chainSteps[1])
+		return err != nil
+	})
+	chain := units(ledger) - before
+	t.Logf("write units: a dead job %d, a dead child %d; 2 jobs %d, a chain of 2 steps %d (start included)", base, dead, plainTwo, chain)
+	// The dead child: its record 1 → 2 (transactional), the counter 2, the not-succeeded set 2.
+	if dead-base != 5 {
+		t.Errorf("a dead child costs %d more than a dead job, want 5 (its record's, the counter's and the not-succeeded set's transactional writes)", dead-base)
+	}
+	if chain < 2*plainTwo {
+		t.Errorf("a chain of 2 steps: %d units; 2 jobs in no chain: %d", chain, plainTwo)
 	}
 }
