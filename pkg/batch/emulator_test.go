@@ -250,6 +250,16 @@ func TestCancelBatch(t *testing.T) {
 	if _, err := r.client.Cancel(r.ctx, b.ID(), ""); !errors.Is(err, batch.ErrFinished) {
 		t.Errorf("cancel of a finished batch: %v, want ErrFinished", err)
 	}
+	empty, err := r.client.Enqueue(r.ctx, r.prod, batch.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Cancel(r.ctx, empty.ID(), "too late"); !errors.Is(err, batch.ErrFinished) {
+		t.Errorf("cancel of a finished batch never cancelled: %v, want ErrFinished", err)
+	}
+	if info := r.info(empty.ID()); !info.CancelledAt.IsZero() || info.CancelReason != "" {
+		t.Errorf("a refused cancel marked the finished batch: %+v", info)
+	}
 }
 
 // TestBadInput: an empty batch fires its callback at once (Summary of 0 children); a callback of

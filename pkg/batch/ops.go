@@ -347,8 +347,8 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 	}
 	now := c.cfg.Now()
 	set := "SET #cancel = :now"
-	names := map[string]string{"#pk": idempotency.AttrPK, "#cancel": attrCancelAt}
-	values := map[string]types.AttributeValue{":now": avN(now.UnixMilli())}
+	names := map[string]string{"#pk": idempotency.AttrPK, "#cancel": attrCancelAt, "#st": idempotency.AttrState}
+	values := map[string]types.AttributeValue{":now": avN(now.UnixMilli()), ":done": avS(StateDone)}
 	if reason != "" {
 		set += ", #r = :r"
 		names["#r"], values[":r"] = idempotency.AttrReason, avS(reason)
@@ -356,7 +356,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 	_, err := c.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(c.cfg.Table), Key: avKey(batchKey(id)),
 		UpdateExpression:          aws.String(set),
-		ConditionExpression:       aws.String("attribute_exists(#pk) AND attribute_not_exists(#cancel)"),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND attribute_not_exists(#cancel) AND #st <> :done"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
