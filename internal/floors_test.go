@@ -141,20 +141,23 @@ func TestLibrariesStayLight(t *testing.T) {
 }
 
 // TestCoreSeams keeps the seams of docs/ARCHITECTURE.md: the job model imports nothing of ours but
-// the ground floor; the worker imports no store, outbox, console or producer; the producer no
-// worker; the poller no worker.
+// the ground floor; the worker imports no store, outbox, console, producer or batch; the producer
+// no worker; the poller no worker; the job table's stores do not import the batches built on them.
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup"},
-		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup"},
-		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup", "pkg/batch"},
+		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup", "pkg/batch"},
+		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues", "pkg/batch"},
 		// The queue set is a plain description (names, URLs, routes): it builds on the job model
 		// alone, and the worker asks it through worker.Routing without importing it.
-		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload", "pkg/dedup"},
+		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload", "pkg/dedup", "pkg/batch"},
 		// Deduplication at enqueue sits on the producer and the job table, never under them.
-		"pkg/status":   {"pkg/dedup"},
-		"pkg/schedule": {"pkg/dedup"},
+		// Batches build on the job table's stores and the outbox through their seams
+		// (idempotency.DynamoDBStore.FinishAction, status.CancelAction), never the other way.
+		"pkg/status":      {"pkg/dedup", "pkg/batch"},
+		"pkg/schedule":    {"pkg/dedup"},
+		"pkg/idempotency": {"pkg/batch"},
 	}
 	seen := 0
 	for _, p := range list(t) {

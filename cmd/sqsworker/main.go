@@ -175,7 +175,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
 		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g), newVersionCmd(g), newQueuesCmd(g))
+		newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g))
 	root.Version = readVersion(debug.ReadBuildInfo()).line()
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root

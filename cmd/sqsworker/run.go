@@ -237,6 +237,11 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 	if err != nil {
 		return false, fmt.Errorf("AWS credentials for the function: %w", err)
 	}
+	if relay != nil && st.Table != "" {
+		// Batches and chains: the worker counts children in the job table and enqueues
+		// callbacks and next steps through the outbox, which the relay above sends.
+		st.BatchesOutboxTable = awslocal.OutboxTableName(stack)
+	}
 	pool, err := lambdarun.Start(ctx, lambdarun.Function{
 		Bootstrap: bootstrap, Env: functionEnv(st, b.URL, b.Config.Region, creds, stack), RIE: rie, Timeout: o.timeout,
 		Output: &reportFilter{w: stderr},
@@ -299,6 +304,9 @@ type runStack struct {
 	// Queues is the stack's queue set, reachable at the endpoint (the default queue alone, or
 	// the queues --queue names besides it).
 	Queues *queues.Set
+	// BatchesOutboxTable is the outbox table through which the worker enqueues the callbacks of
+	// batches and the next steps of chains ("" when the stack has no outbox relay running).
+	BatchesOutboxTable string
 }
 
 // provisionRunStack provisions the stack on run's own emulator, as `up --payloads` does (FIFO
@@ -356,8 +364,9 @@ var (
 	runStackEnv = []string{
 		"SQSWORKER_QUEUE_URL", "SQSWORKER_DLQ_URL", "SQSWORKER_TABLE",
 		"SQSWORKER_SCHEDULE_GROUP",
-		"SQSWORKER_PAYLOAD_BUCKET", // when the stack has a payload bucket
-		"SQSWORKER_QUEUES",         // when the stack has several queues (--queue)
+		"SQSWORKER_PAYLOAD_BUCKET",       // when the stack has a payload bucket
+		"SQSWORKER_QUEUES",               // when the stack has several queues (--queue)
+		"SQSWORKER_BATCHES_OUTBOX_TABLE", // when the outbox relay runs: batches and chains
 	}
 	// runShellEnv keep the worker's defaults unless run's own environment sets them (the function
 	// inherits it), as the CDK stack keeps them unless its props set them: the log level, the
@@ -391,6 +400,9 @@ func functionEnv(st runStack, endpoint, region string, creds aws.Credentials, st
 	}
 	if st.PayloadBucket != "" {
 		env = append(env, "SQSWORKER_PAYLOAD_BUCKET="+st.PayloadBucket)
+	}
+	if st.BatchesOutboxTable != "" {
+		env = append(env, "SQSWORKER_BATCHES_OUTBOX_TABLE="+st.BatchesOutboxTable)
 	}
 	return append(env,
 		"AWS_ENDPOINT_URL="+endpoint,

@@ -108,7 +108,7 @@ func TestRunGivesTheWorkerEverySetting(t *testing.T) {
 		}
 	}
 	st := runStack{QueueURL: "http://localhost:4566/000000000000/s-jobs", DLQURL: "http://localhost:4566/000000000000/s-jobs-dlq",
-		Table: "s-jobs", ScheduleGroup: "s-jobs", PayloadBucket: "s-payloads"}
+		Table: "s-jobs", ScheduleGroup: "s-jobs", PayloadBucket: "s-payloads", BatchesOutboxTable: "s-outbox"}
 	env := functionEnv(st, "http://localhost:4566", "us-east-1", aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, "s")
 	values := map[string]string{}
 	for _, kv := range env {

@@ -22,8 +22,10 @@ import (
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
 	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -150,6 +152,15 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 			return nil, err
 		}
 		cfg.Status = table
+		// Batches and chains live in the job table; a cancel that finishes a batch puts its
+		// callback into the stack's outbox table (docs/BATCHES.md).
+		ob, err := dynamooutbox.New(dynamooutbox.Config{Client: c.ddb, Table: awslocal.OutboxTableName(refs.Name)})
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Batches, err = batch.New(batch.Config{Client: c.ddb, Table: refs.Table, Outbox: ob}); err != nil {
+			return nil, err
+		}
 	} else {
 		fmt.Fprintf(warn, "sqsworker: warning: no job table %s: the console has no Jobs pages\n", awslocal.TableName(refs.Name))
 	}

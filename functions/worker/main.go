@@ -29,8 +29,10 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/internal/logattr"
+	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/worker"
@@ -81,10 +83,27 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		Logger:         logger,
 	}
 	if cfg.Table != "" {
-		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table,
+		ddb := dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg))
+		inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: cfg.Table,
 			Layout: cfg.TableLayout})
 		if err != nil {
 			return nil, err
+		}
+		var store idempotency.Store = inner
+		if cfg.BatchesOutboxTable != "" {
+			// Children of batches and steps of chains are counted with their final write
+			// (pkg/batch); callbacks and next steps go through the DynamoDB outbox.
+			ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: cfg.BatchesOutboxTable, Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			bc, err := batch.New(batch.Config{Client: ddb, Table: cfg.Table, Layout: cfg.TableLayout, Outbox: ob, Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			if store, err = bc.WrapStore(inner); err != nil {
+				return nil, err
+			}
 		}
 		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
 			Store: store, Logger: logger, OnFinishError: m.FinishError, ExpectRecords: cfg.ExpectRecords,

@@ -86,5 +86,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 		return nil, err
 	}
 	jq.wireNamedQueues()
+	jq.batches()
 	return jq, nil
 }

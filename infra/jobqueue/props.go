@@ -119,6 +119,11 @@ type Props struct {
 	Api *ApiProps
 	// Outbox, when set, adds the transactional outbox (outbox.go). Defaults to nil: none.
 	Outbox *OutboxProps
+	// Batches turns on batches and chains in the worker (batches.go, pkg/batch): it counts the
+	// children of batches and the steps of chains in the job table, and puts callbacks and next
+	// steps into the outbox (SQSWORKER_BATCHES_OUTBOX_TABLE, and PutItem on the outbox table's
+	// job keys). It needs Outbox, whose relay sends them. Defaults to false.
+	Batches bool
 
 	// PayloadBucket adds an S3 bucket for jobs larger than SQS allows (payload.go, pkg/payload):
 	// encrypted, TLS-only, private, its objects expired after PayloadExpiry (those the worker
@@ -287,5 +292,6 @@ func (p Props) Validate() error {
 		errs = append(errs, p.PostgresOutbox.validate())
 	}
 	errs = append(errs, p.validateQueues()...)
+	errs = append(errs, p.validateBatches())
 	return errors.Join(errs...)
 }

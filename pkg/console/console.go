@@ -90,6 +90,9 @@ type Config struct {
 	// Schedules manages the stack's schedules (*schedule.Client). Without it there is no
 	// Schedules page.
 	Schedules SchedulesAPI
+	// Batches lists, shows and cancels batches and chains (*batch.Client). Without it there is no
+	// Batches page.
+	Batches BatchesAPI
 	// Producer enqueues jobs and cancels them (*producer.Producer, with Config.Status set to the
 	// job table and Config.Scheduler to the schedule client, so that cancel reaches both).
 	// Without it there is no Enqueue page and no cancel action.
@@ -344,6 +347,9 @@ func (c *Console) routes() {
 	get("/api/redrive", c.redriveAPI)
 	get("/schedules", c.schedulesPage)
 	get("/enqueue", c.enqueuePage)
+	get("/batches", c.batchesPage)
+	get("/batch", c.batchPage)
+	get("/chain", c.chainPage)
 	get("/signin", c.signInPage)
 	m.HandleFunc("POST "+c.path("/signin"), c.signIn)
 	m.HandleFunc("POST "+c.path("/signout"), c.signOut)
@@ -360,6 +366,8 @@ func (c *Console) routes() {
 	post("/schedules/disable", "schedule.disable", c.disableScheduleAction)
 	post("/schedules/delete", "schedule.delete", c.deleteScheduleAction)
 	post("/enqueue", "job.enqueue", c.enqueueAction)
+	post("/batch/cancel", "batch.cancel", c.cancelBatchAction)
+	post("/chain/cancel", "chain.cancel", c.cancelChainAction)
 	m.HandleFunc(c.path("/"), c.notFound)
 	if c.cfg.Prefix != "" {
 		m.HandleFunc("GET "+c.cfg.Prefix, func(w http.ResponseWriter, r *http.Request) {

@@ -400,12 +400,29 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	if err := validateFinish(&f); err != nil {
 		return err
 	}
-	pk := s.layout.ItemKey(f.Kind, f.Key, f.JobID)
+	pk, cond, u := s.finishWrite(&f)
+	err := s.conditionalUpdate(ctx, "finish", pk, cond, u)
+	if !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
+	// was lost) found it already done. Tell them apart by reading the record.
+	rec, gerr := s.getPK(ctx, pk)
+	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
+		return nil
+	}
+	return err
+}
+
+// finishWrite returns the finishing write of a valid Finish: its item, its condition (the claim's
+// token, still running) and its update.
+func (s *DynamoDBStore) finishWrite(f *Finish) (pk, cond string, u *update) {
+	pk = s.layout.ItemKey(f.Kind, f.Key, f.JobID)
 	e := newExpr()
-	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
+	cond = e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
 	nowMs := e.v(":now", avN(unixMs(f.Now)))
-	u := &update{e: e}
+	u = &update{e: e}
 	u.setTo(AttrState, e.v(":st", avS(string(f.State))))
 	u.setTo(AttrUpdated, nowMs)
 	if f.ExpiresAt.IsZero() {
@@ -437,17 +454,82 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	// Otherwise there is nothing to remove from by_status: a running record never is in it (every
 	// claim writes it without the index keys, or removes them).
 	u.rm(AttrLease, AttrToken)
-	err := s.conditionalUpdate(ctx, "finish", pk, cond, u)
-	if !errors.Is(err, ErrLeaseLost) {
-		return err
+	return pk, cond, u
+}
+
+// Extra is what a caller adds to one of the store's writes that it runs inside a DynamoDB
+// transaction of its own ([DynamoDBStore.FinishAction], [DynamoDBStore.MarkDeadAction]): a
+// condition ANDed to the write's own, and assignments added to its SET clause, with their
+// placeholders. Placeholders must start with "#x_" (names) and ":x_" (values), which the
+// store's own never do, and none may be a prefix of another.
+type Extra struct {
+	// Condition is ANDed to the write's condition ("" adds none).
+	Condition string
+	// Set are assignments ("#x_a = :x_b") added to the write's SET clause.
+	Set []string
+	// Names and Values are the placeholders Condition and Set use.
+	Names  map[string]string
+	Values map[string]types.AttributeValue
+}
+
+// ErrExtra is wrapped by the error of an Extra whose placeholders do not start with "#x_" or
+// ":x_".
+var ErrExtra = errors.New("idempotency: Extra placeholders must start with #x_ or :x_")
+
+// apply adds x to a write's condition and update.
+func (x *Extra) apply(cond string, u *update) (string, error) {
+	for name, v := range x.Names {
+		if !strings.HasPrefix(name, "#x_") {
+			return "", fmt.Errorf("%w: name placeholder %q", ErrExtra, name)
+		}
+		u.e.names[name] = v
 	}
-	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
-	// was lost) found it already done. Tell them apart by reading the record.
-	rec, gerr := s.getPK(ctx, pk)
-	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
-		return nil
+	for name, v := range x.Values {
+		if !strings.HasPrefix(name, ":x_") {
+			return "", fmt.Errorf("%w: value placeholder %q", ErrExtra, name)
+		}
+		u.e.values[name] = v
 	}
-	return err
+	u.set = append(u.set, x.Set...)
+	if x.Condition != "" {
+		if cond == "" {
+			return x.Condition, nil
+		}
+		cond = "(" + cond + ") AND (" + x.Condition + ")"
+	}
+	return cond, nil
+}
+
+// action returns an update as a transaction action on the item pk, with ALL_OLD on a refused
+// condition (DynamoDB returns the item in the cancellation reason).
+func (s *DynamoDBStore) action(pk, cond string, u *update) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(u.String()),
+		ExpressionAttributeNames:            u.e.names,
+		ExpressionAttributeValues:           u.e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}
+
+// FinishAction returns the write Finish makes for f (an UpdateItem conditioned on the claim's
+// token) as an action of a DynamoDB transaction, with x added to it: for a caller that must commit
+// other writes with the job's outcome, all or nothing (pkg/batch: a batch's counters and its
+// callback). Nothing is written. The caller runs the transaction and reads a refusal itself: a
+// refused condition of this action means that the claim is no longer held (ErrLeaseLost), or
+// that x's condition did not hold. Jobs finished with Finish keep its single UpdateItem.
+func (s *DynamoDBStore) FinishAction(f Finish, x Extra) (types.TransactWriteItem, error) {
+	if err := validateFinish(&f); err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	pk, cond, u := s.finishWrite(&f)
+	cond, err := x.apply(cond, u)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return s.action(pk, cond, u), nil
 }
 
 // Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
@@ -498,7 +580,34 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	if err := s.layout.checkSize(d.Kind, d.Key, d.JobID); err != nil {
 		return false, err
 	}
-	pk := s.layout.ItemKey(d.Kind, d.Key, d.JobID)
+	pk, cond, u := s.markDeadWrite(&d)
+	e := u.e
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(u.String()),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil
+	}
+	rec, _, found, err := s.refusal(ctx, "mark dead", pk, err)
+	switch {
+	case err != nil:
+		return false, err
+	case !found || !rec.Expired(d.Now):
+		return false, nil // another job's record, or one that does not wait for a run
+	}
+	return s.replaceExpiredDead(ctx, &d, pk, &rec)
+}
+
+// markDeadWrite returns the write MarkDead makes for a valid DeadMark: its item, its condition
+// (no record, or a live record of the job waiting for a run) and its update.
+func (s *DynamoDBStore) markDeadWrite(d *DeadMark) (pk, cond string, u *update) {
+	pk = s.layout.ItemKey(d.Kind, d.Key, d.JobID)
 	idKeyed := s.layout.IDKeyed(d.Key, d.JobID)
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(d.Now)))
@@ -521,8 +630,8 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	if len(ours) > 0 {
 		waiting += " AND (" + strings.Join(ours, " OR ") + ")"
 	}
-	cond := "attribute_not_exists(" + e.n(AttrPK) + ") OR (" + waiting + ")"
-	u := &update{e: e}
+	cond = "attribute_not_exists(" + e.n(AttrPK) + ") OR (" + waiting + ")"
+	u = &update{e: e}
 	u.setTo(AttrState, e.v(":stdead", avS(string(StateDead))))
 	u.setTo(AttrReason, e.v(":reason", avS(d.Reason)))
 	// What a new record needs, which an existing record of the job already has: kept where set.
@@ -559,26 +668,27 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, pk, s.shards))))
 	u.setTo(AttrGSI1SK, nowMs)
 	u.rm(AttrLease, AttrToken)
-	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(pk),
-		ConditionExpression:                 aws.String(cond),
-		UpdateExpression:                    aws.String(u.String()),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.valuesOrNil(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return true, nil
+	return pk, cond, u
+}
+
+// MarkDeadAction returns the write MarkDead makes for d (an UpdateItem conditioned on there being
+// no record of the job, or a live one of the job waiting for a run) as an action of a DynamoDB
+// transaction, with x added to it: for a caller that must commit other writes with the dead mark
+// (pkg/batch). Nothing is written. Unlike MarkDead, the action does not replace an expired record
+// (its condition refuses one); the caller reads a refusal itself and may fall back to MarkDead.
+func (s *DynamoDBStore) MarkDeadAction(d DeadMark, x Extra) (types.TransactWriteItem, error) {
+	if err := validateDeadMark(&d); err != nil {
+		return types.TransactWriteItem{}, err
 	}
-	rec, _, found, err := s.refusal(ctx, "mark dead", pk, err)
-	switch {
-	case err != nil:
-		return false, err
-	case !found || !rec.Expired(d.Now):
-		return false, nil // another job's record, or one that does not wait for a run
+	if err := s.layout.checkSize(d.Kind, d.Key, d.JobID); err != nil {
+		return types.TransactWriteItem{}, err
 	}
-	return s.replaceExpiredDead(ctx, &d, pk, &rec)
+	pk, cond, u := s.markDeadWrite(&d)
+	cond, err := x.apply(cond, u)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return s.action(pk, cond, u), nil
 }
 
 // replaceExpiredDead writes a fresh dead record over old, an expired record, if old is still what

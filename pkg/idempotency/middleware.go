@@ -194,6 +194,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
 		AttemptsBefore: job.AttemptsBefore, Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
 		Fresh: !m.cfg.ExpectRecords && job.ReceiveCount <= 1 && job.AttemptsBefore == 0 && job.RunAt.IsZero(),
+		Meta:  job.Meta,
 	})
 	endClaim(err)
 	if errors.Is(err, ErrKeyTooLong) {
@@ -301,7 +302,7 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder) {
 	now := m.cfg.Now()
 	f := Finish{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token, MessageID: job.MessageID, Now: now,
-		ExpiresAt: now.Add(m.cfg.RecordTTL)}
+		ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta}
 	switch state, reason := Outcome(job, workErr); state {
 	case StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
@@ -390,7 +391,7 @@ func (m *Middleware) markDead(ctx context.Context, job *jobs.Info, reason string
 	}
 	now := m.cfg.Now()
 	mark := DeadMark{Kind: kind, Key: key, JobID: job.ID, PayloadHash: hash, Reason: reason,
-		MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
+		MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta}
 	if jobErr != nil {
 		mark.Error = jobErr.Error()
 	}

@@ -106,6 +106,9 @@ type ClaimRequest struct {
 	// general claim when a record exists (DynamoDBStore: a conditional PutItem, then the
 	// UpdateItem). The result is the same either way; a wrong hint only costs a refused write.
 	Fresh bool
+	// Meta is the job's envelope meta (nil when it has none). The stores here ignore it; a
+	// Store that wraps one may act on it (pkg/batch counts a batch's children by it).
+	Meta map[string]string
 }
 
 // ClaimResult is the answer to a claim.
@@ -142,6 +145,9 @@ type Finish struct {
 	NotRun bool
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
+	// Meta is the job's envelope meta (nil when it has none), as in ClaimRequest: stores ignore
+	// it, a wrapping Store may act on it.
+	Meta map[string]string
 }
 
 // Renewal extends a claim's lease.
@@ -170,6 +176,9 @@ type DeadMark struct {
 	MessageID string
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
+	// Meta is the job's envelope meta (nil when it has none), as in ClaimRequest: stores ignore
+	// it, a wrapping Store may act on it.
+	Meta map[string]string
 }
 
 // Store keeps job records. Implementations must be safe for concurrent use, and each method

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -218,29 +219,40 @@ func (t *Table) putCancelled(ctx context.Context, kind, key string, at time.Time
 		jobIDs = append(jobIDs, key)
 	}
 	for _, jobID := range jobIDs {
-		item := t.jobItem(kind, key, jobID, "", idempotency.StateCancelled, at, time.Time{})
-		item[idempotency.AttrExpires] = attrN(exp)
-		if reason != "" {
-			item[idempotency.AttrReason] = attrS(reason)
-		}
-		_, err := t.putItem(ctx, &dynamodb.PutItemInput{
-			TableName:                 aws.String(t.table),
-			Item:                      item,
-			ConditionExpression:       aws.String(absentOrExpired),
-			ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
-		})
-		if err != nil {
+		if _, err := t.putItem(ctx, t.cancelledPut(kind, key, jobID, at, reason, exp)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// cancelledPut is the conditional PutItem of a new cancelled record of the job (kind, key, jobID)
+// where the key has none, or only an expired one.
+func (t *Table) cancelledPut(kind, key, jobID string, at time.Time, reason string, exp int64) *dynamodb.PutItemInput {
+	item := t.jobItem(kind, key, jobID, "", idempotency.StateCancelled, at, time.Time{})
+	item[idempotency.AttrExpires] = attrN(exp)
+	if reason != "" {
+		item[idempotency.AttrReason] = attrS(reason)
+	}
+	return &dynamodb.PutItemInput{
+		TableName:                 aws.String(t.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(absentOrExpired),
+		ExpressionAttributeNames:  map[string]string{"#pk": idempotency.AttrPK, "#exp": idempotency.AttrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(t.now().Unix())},
+	}
+}
+
 // updateCancelled turns the record read as old (live, neither succeeded nor cancelled) into a
 // cancelled one, provided it has not changed since: same state, same update time, same claim
 // token.
 func (t *Table) updateCancelled(ctx context.Context, old map[string]types.AttributeValue, pk string, at time.Time, reason string, exp int64) error {
+	_, err := t.updateItem(ctx, t.cancelledUpdate(old, pk, at, reason, exp))
+	return err
+}
+
+// cancelledUpdate is updateCancelled's UpdateItem.
+func (t *Table) cancelledUpdate(old map[string]types.AttributeValue, pk string, at time.Time, reason string, exp int64) *dynamodb.UpdateItemInput {
 	names := map[string]string{
 		"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#upd": idempotency.AttrUpdated,
 		"#tok": idempotency.AttrToken, "#lease": idempotency.AttrLease, "#r": idempotency.AttrReason,
@@ -268,13 +280,104 @@ func (t *Table) updateCancelled(ctx context.Context, old map[string]types.Attrib
 	}
 	cond := "attribute_exists(#pk) AND #st = :old"
 	cond += unchangedSince(old, values)
-	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
+	return &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
 		UpdateExpression:          aws.String("SET " + set + " REMOVE " + remove),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
-	})
-	return err
+	}
+}
+
+// CancelAction returns the write Cancel makes for one job's record as an action of a DynamoDB
+// transaction, with x added to it, for a caller that must commit other writes with the
+// cancellation (pkg/batch counts a cancelled child in its batch). current is the job's record as
+// the caller read it with a strongly consistent read (the raw item under
+// Layout.ItemKey(kind, key, jobID)), or nil when there is none or only an expired one. Nothing is
+// written.
+//
+// Where there is a record, the action is Cancel's update, conditioned on the record being
+// unchanged since it was read. Where there is none, it is the Put of a new cancelled record under
+// the job's key only (Cancel, which cannot tell a key from an id, writes two; a caller that knows
+// the job id needs one); x's assignments must then be of the form "#x_name = :x_value", and become
+// attributes of the new record. A succeeded record returns an error wrapping ErrSucceeded, a
+// cancelled one an error wrapping ErrCancelled: there is nothing to write.
+func (t *Table) CancelAction(kind, key, jobID string, current map[string]types.AttributeValue, at time.Time, reason string, x idempotency.Extra) (types.TransactWriteItem, error) {
+	if err := validKindKey(kind, key); err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	if jobID == "" {
+		return types.TransactWriteItem{}, fmt.Errorf("%w: job id is empty", ErrInvalid)
+	}
+	if at.IsZero() {
+		at = t.now()
+	}
+	exp := expSeconds(at.Add(t.cancelTTL))
+	pk := t.layout.ItemKey(kind, key, jobID)
+	if current == nil {
+		in := t.cancelledPut(kind, key, jobID, at, reason, exp)
+		for _, a := range x.Set {
+			n, v, ok := strings.Cut(a, "=")
+			n, v = strings.TrimSpace(n), strings.TrimSpace(v)
+			name, nok := x.Names[n]
+			value, vok := x.Values[v]
+			if !ok || !nok || !vok {
+				return types.TransactWriteItem{}, fmt.Errorf("%w: CancelAction of a new record: assignment %q is not \"#x_name = :x_value\"", ErrInvalid, a)
+			}
+			in.Item[name] = value
+		}
+		cond, err := extend(*in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, x)
+		if err != nil {
+			return types.TransactWriteItem{}, err
+		}
+		return types.TransactWriteItem{Put: &types.Put{TableName: in.TableName, Item: in.Item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}, nil
+	}
+	cur, err := jobFromItem(current, t.now())
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	switch cur.State {
+	case idempotency.StateSucceeded:
+		return types.TransactWriteItem{}, fmt.Errorf("%w: %s/%s, so it cannot be cancelled", ErrSucceeded, kind, key)
+	case idempotency.StateCancelled:
+		return types.TransactWriteItem{}, fmt.Errorf("%w: %s/%s", ErrCancelled, kind, key)
+	}
+	in := t.cancelledUpdate(current, pk, at, reason, exp)
+	cond, err := extend(*in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, x)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	upd := *in.UpdateExpression
+	if len(x.Set) > 0 {
+		set, remove, _ := strings.Cut(upd, " REMOVE ")
+		upd = set + ", " + strings.Join(x.Set, ", ") + " REMOVE " + remove
+	}
+	return types.TransactWriteItem{Update: &types.Update{TableName: in.TableName, Key: in.Key, UpdateExpression: aws.String(upd),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}, nil
+}
+
+// extend adds x's placeholders to names and values and returns cond ANDed with x's condition.
+// x's placeholders must start with "#x_" and ":x_" (none of this package's do).
+func extend(cond string, names map[string]string, values map[string]types.AttributeValue, x idempotency.Extra) (string, error) {
+	for n, v := range x.Names {
+		if !strings.HasPrefix(n, "#x_") {
+			return "", fmt.Errorf("%w: %w: name placeholder %q", ErrInvalid, idempotency.ErrExtra, n)
+		}
+		names[n] = v
+	}
+	for n, v := range x.Values {
+		if !strings.HasPrefix(n, ":x_") {
+			return "", fmt.Errorf("%w: %w: value placeholder %q", ErrInvalid, idempotency.ErrExtra, n)
+		}
+		values[n] = v
+	}
+	if x.Condition != "" {
+		cond = "(" + cond + ") AND (" + x.Condition + ")"
+	}
+	return cond, nil
 }

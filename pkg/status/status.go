@@ -34,6 +34,8 @@ var (
 	ErrInvalid = errors.New("status: invalid argument")
 	// ErrSucceeded: Cancel refused, the job has already succeeded.
 	ErrSucceeded = errors.New("status: the job has already succeeded")
+	// ErrCancelled: CancelAction has nothing to write, the job is already cancelled.
+	ErrCancelled = errors.New("status: the job is already cancelled")
 )
 
 // Config configures a [Table]. Client and Table are required; every other field's zero value is

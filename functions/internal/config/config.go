@@ -33,6 +33,7 @@ const (
 	EnvScheduleGroup  = "SQSWORKER_SCHEDULE_GROUP"
 	EnvPayloadBucket  = "SQSWORKER_PAYLOAD_BUCKET"
 	EnvPayloadCleanup = "SQSWORKER_PAYLOAD_CLEANUP"
+	EnvBatchesOutbox  = "SQSWORKER_BATCHES_OUTBOX_TABLE"
 
 	// The API function's allow-list and its limits (see API).
 	EnvAPIKinds        = "SQSWORKER_API_KINDS"
@@ -95,6 +96,10 @@ type Worker struct {
 	// all and counts the jobs that arrive on a queue their kind is not routed to. Empty: one
 	// queue.
 	Queues Queues
+	// BatchesOutboxTable turns on batches and chains (SQSWORKER_BATCHES_OUTBOX_TABLE, pkg/batch):
+	// the worker counts the children of batches and the steps of chains in the job table, and
+	// puts callbacks and next steps into this DynamoDB outbox table. It needs Table. Empty: off.
+	BatchesOutboxTable string
 }
 
 // API is the producer API function's configuration.
@@ -203,6 +208,18 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	if c.ScheduleGroup != "" && !isName(c.ScheduleGroup, 1, 64) {
 		errs = append(errs, fmt.Errorf("%s=%q is not a schedule group name (1–64 of [0-9a-zA-Z-_.])", EnvScheduleGroup, c.ScheduleGroup))
+	}
+	if s := strings.TrimSpace(getenv(EnvBatchesOutbox)); s != "" {
+		switch {
+		case !isName(s, 3, 255):
+			errs = append(errs, fmt.Errorf("%s=%q is not a DynamoDB table name (3–255 of [a-zA-Z0-9_.-])", EnvBatchesOutbox, s))
+		case c.Table == "":
+			errs = append(errs, fmt.Errorf("%s is set but %s is not: batches live in the job table", EnvBatchesOutbox, EnvTable))
+		case s == c.Table:
+			errs = append(errs, fmt.Errorf("%s=%q is the job table: name the outbox table", EnvBatchesOutbox, s))
+		default:
+			c.BatchesOutboxTable = s
+		}
 	}
 	if s := strings.TrimSpace(getenv(EnvPayloadCleanup)); s != "" {
 		m, err := worker.ParsePayloadCleanup(s)

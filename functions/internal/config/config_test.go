@@ -54,6 +54,10 @@ func TestLoadWorker(t *testing.T) {
 		{name: "dlq URL is a name", env: map[string]string{EnvDLQURL: "jobs-dlq"}, want: defaults, wantErr: []string{"SQSWORKER_DLQ_URL=\"jobs-dlq\" is not a queue URL"}},
 		{name: "bad table", env: map[string]string{EnvTable: "a b"}, want: defaults, wantErr: []string{"SQSWORKER_TABLE=\"a b\" is not a DynamoDB table name"}},
 		{name: "bad payload cleanup", env: map[string]string{EnvPayloadCleanup: "tag"}, want: defaults, wantErr: []string{"SQSWORKER_PAYLOAD_CLEANUP=\"tag\" is not a payload cleanup"}},
+		{name: "batches", env: map[string]string{EnvTable: "jobs", EnvBatchesOutbox: " jobs-outbox "}, want: Worker{Table: "jobs", BatchesOutboxTable: "jobs-outbox", LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}},
+		{name: "batches without the job table", env: map[string]string{EnvBatchesOutbox: "jobs-outbox"}, want: defaults, wantErr: []string{"SQSWORKER_BATCHES_OUTBOX_TABLE is set but SQSWORKER_TABLE is not"}},
+		{name: "batches outbox is the job table", env: map[string]string{EnvTable: "jobs", EnvBatchesOutbox: "jobs"}, want: Worker{Table: "jobs", LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}, wantErr: []string{"is the job table"}},
+		{name: "bad batches outbox", env: map[string]string{EnvTable: "jobs", EnvBatchesOutbox: "a b"}, want: Worker{Table: "jobs", LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second}, wantErr: []string{"SQSWORKER_BATCHES_OUTBOX_TABLE=\"a b\" is not a DynamoDB table name"}},
 		{name: "bad schedule group", env: map[string]string{EnvScheduleGroup: "a/b"}, want: Worker{LogLevel: slog.LevelInfo, Concurrency: 10, DeadlineMargin: 2 * time.Second, ScheduleGroup: "a/b"}, wantErr: []string{"SQSWORKER_SCHEDULE_GROUP=\"a/b\""}},
 		{
 			name: "several errors: one line each",

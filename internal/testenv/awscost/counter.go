@@ -29,8 +29,11 @@ import (
 //
 // With OnWrite set, it also reads each DynamoDB PutItem, UpdateItem and DeleteItem request and
 // its answer, and calls OnWrite once the answer is in, before the SDK sees it (so in the order of
-// the writes of one goroutine). That costs a copy of the request and, for errors, of the answer:
-// leave it nil while timing.
+// the writes of one goroutine). A TransactWriteItems request is one Write per Put, Update and
+// Delete action, each marked Transactional (DynamoDB bills a transactional write twice: it
+// prepares and commits every item); when DynamoDB cancels the transaction, each is reported with
+// ConditionFailed set (nothing was written). That costs a copy of the request and, for errors, of
+// the answer: leave it nil while timing.
 type Counter struct {
 	// Next sends the requests. Defaults to http.DefaultClient.
 	Next aws.HTTPClient
@@ -51,8 +54,11 @@ type Write struct {
 	Key, Item map[string]types.AttributeValue
 	// Status is the answer's HTTP status (0 when the request failed without one).
 	Status int
-	// ConditionFailed reports a ConditionalCheckFailedException: billed, but nothing written.
+	// ConditionFailed reports a ConditionalCheckFailedException (or a cancelled transaction):
+	// billed, but nothing written.
 	ConditionFailed bool
+	// Transactional reports a write of a TransactWriteItems (Op is "Transact" + its action).
+	Transactional bool
 }
 
 // Do sends req and counts it.
@@ -69,7 +75,7 @@ func (c *Counter) Do(req *http.Request) (*http.Response, error) {
 	if next == nil {
 		next = http.DefaultClient
 	}
-	var w *Write
+	var ws []*Write
 	if c.OnWrite != nil && strings.HasPrefix(op, "dynamodb.") {
 		switch o := strings.TrimPrefix(op, "dynamodb."); o {
 		case "PutItem", "UpdateItem", "DeleteItem":
@@ -77,28 +83,76 @@ func (c *Counter) Do(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return nil, err
 			}
-			if w, err = parseWrite(o, body); err != nil {
+			w, err := parseWrite(o, body)
+			if err != nil {
+				return nil, err
+			}
+			ws = []*Write{w}
+		case "TransactWriteItems":
+			body, err := readBody(req)
+			if err != nil {
+				return nil, err
+			}
+			if ws, err = parseTransaction(body); err != nil {
 				return nil, err
 			}
 		}
 	}
 	resp, err := next.Do(req)
-	if w == nil {
+	if len(ws) == 0 {
 		return resp, err
 	}
+	status, failed := 0, false
 	if resp != nil {
-		w.Status = resp.StatusCode
+		status = resp.StatusCode
 		if resp.StatusCode >= 300 {
 			b, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			resp.Body = io.NopCloser(bytes.NewReader(b))
 			if rerr == nil {
-				w.ConditionFailed = bytes.Contains(b, []byte("ConditionalCheckFailedException"))
+				failed = bytes.Contains(b, []byte("ConditionalCheckFailedException")) || bytes.Contains(b, []byte("TransactionCanceledException"))
 			}
 		}
 	}
-	c.OnWrite(*w)
+	for _, w := range ws {
+		w.Status, w.ConditionFailed = status, failed
+		c.OnWrite(*w)
+	}
 	return resp, err
+}
+
+// parseTransaction returns the writes of a TransactWriteItems request (ConditionCheck actions
+// write nothing and are left out).
+func parseTransaction(body []byte) ([]*Write, error) {
+	var in struct {
+		TransactItems []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("awscost: TransactWriteItems request: %w", err)
+	}
+	var out []*Write
+	for i, a := range in.TransactItems {
+		for kind, raw := range a {
+			var op string
+			switch kind {
+			case "Put":
+				op = "PutItem"
+			case "Update":
+				op = "UpdateItem"
+			case "Delete":
+				op = "DeleteItem"
+			default:
+				continue
+			}
+			w, err := parseWrite(op, raw)
+			if err != nil {
+				return nil, fmt.Errorf("awscost: TransactWriteItems action %d: %w", i, err)
+			}
+			w.Op, w.Transactional = "Transact"+kind, true
+			out = append(out, w)
+		}
+	}
+	return out, nil
 }
 
 // readBody reads req's body and puts an equal one back.

@@ -132,3 +132,64 @@ func TestDecodeValueErrors(t *testing.T) {
 		}
 	}
 }
+
+// A TransactWriteItems is one Write per Put, Update and Delete action, each Transactional; a
+// cancelled one reports every action as refused; ConditionCheck actions write nothing.
+func TestCounterOnWriteTransaction(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		if strings.Contains(string(b), `"refuse"`) {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"Transaction cancelled","CancellationReasons":[{"Code":"ConditionalCheckFailed"},{"Code":"None"}]}`)
+			return
+		}
+		io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	var writes []Write
+	c := &Counter{OnWrite: func(w Write) { writes = append(writes, w) }}
+	ddb, _ := clients(srv, c)
+	ctx := context.Background()
+	tx := func(marker string) error {
+		_, err := ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String("t"), Item: item{"pk": s(marker)}}},
+			{Update: &types.Update{TableName: aws.String("u"), Key: item{"pk": s("b")}, UpdateExpression: aws.String("SET #a = :a"),
+				ExpressionAttributeNames: map[string]string{"#a": "a"}, ExpressionAttributeValues: item{":a": s("x")}}},
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String("t"), Key: item{"pk": s("c")}, ConditionExpression: aws.String("attribute_exists(pk)")}},
+		}})
+		return err
+	}
+	if err := tx("ok"); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 2 || writes[0].Op != "TransactPut" || writes[1].Op != "TransactUpdate" || !writes[0].Transactional ||
+		writes[0].Status != 200 || writes[0].ConditionFailed || writes[1].Table != "u" {
+		t.Fatalf("writes of a committed transaction: %+v", writes)
+	}
+	writes = nil
+	var tce *types.TransactionCanceledException
+	if err := tx("refuse"); !errors.As(err, &tce) || len(tce.CancellationReasons) != 2 {
+		t.Fatalf("cancelled transaction: %v (the answer must reach the SDK intact)", err)
+	}
+	if len(writes) != 2 || !writes[0].ConditionFailed || !writes[1].ConditionFailed {
+		t.Errorf("writes of a cancelled transaction: %+v", writes)
+	}
+}
+
+// RecordTransactional doubles the table's units of a committed write, not its indexes'; a
+// cancelled transaction's write is billed once, as a refused write.
+func TestLedgerTransactional(t *testing.T) {
+	l := NewLedger(map[string]Schema{"t": SchemaFromCreateTable(testTable())})
+	c, err := l.RecordTransactional("t", item{"pk": s("a")}, item{"pk": s("a"), "job_id": s("j"), "st": s("running")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Table != 2 || c.Indexes["by_id"] != 1 {
+		t.Errorf("transactional insert: %+v, want table 2, by_id 1", c)
+	}
+	c, _ = l.RecordTransactional("t", item{"pk": s("a")}, nil, true)
+	if c.Total() != 1 {
+		t.Errorf("cancelled transactional write: %+v, want 1", c)
+	}
+}

@@ -58,6 +58,19 @@ func (s Schema) Key(w Write) map[string]types.AttributeValue {
 // Record bills a write to the item with key in table: after is the item once the write is done
 // (nil: none), conditionFailed a refused conditional write. It returns the write's cost.
 func (l *Ledger) Record(table string, key, after map[string]types.AttributeValue, conditionFailed bool) (Cost, error) {
+	return l.record(table, key, after, conditionFailed, false)
+}
+
+// RecordTransactional bills a write of a TransactWriteItems as Record does, with the table's
+// units doubled (DynamoDB prepares and commits each item of a transaction: 2 write units per KB).
+// The indexes' units are not doubled: DynamoDB propagates a transaction's changes to its global
+// secondary indexes after the commit, as it does for any write. A cancelled transaction
+// (conditionFailed) is billed as a refused conditional write of each item, once.
+func (l *Ledger) RecordTransactional(table string, key, after map[string]types.AttributeValue, conditionFailed bool) (Cost, error) {
+	return l.record(table, key, after, conditionFailed, true)
+}
+
+func (l *Ledger) record(table string, key, after map[string]types.AttributeValue, conditionFailed, tx bool) (Cost, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, ok := l.schemas[table]
@@ -78,6 +91,9 @@ func (l *Ledger) Record(table string, key, after map[string]types.AttributeValue
 		after = before
 	}
 	c := s.WriteUnits(before, after, conditionFailed)
+	if tx && !conditionFailed {
+		c.Table *= 2
+	}
 	if after == nil {
 		delete(items, ks)
 	} else {

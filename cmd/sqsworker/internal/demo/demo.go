@@ -80,6 +80,8 @@ type Report struct {
 	Outbox *OutboxReport
 	// OutboxSkipped says why there is no PostgreSQL outbox row ("" when there is one).
 	OutboxSkipped string
+	// Batch is what the batch of batch.go did.
+	Batch *BatchReport
 }
 
 // Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
@@ -138,9 +140,20 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The batch of batch.go: its children are counted by the batch Store around the store.
+	batchWake := make(chan struct{}, 1)
+	bc, counted, err := batchStore(ddb, table, opts.Stack, store, func() {
+		select {
+		case batchWake <- struct{}{}:
+		default:
+		}
+	}, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
 	// A short lease (renewed while a job runs) so that a duplicate arriving while its twin runs
 	// comes back within seconds.
-	idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{Store: store, Logger: opts.Logger, Lease: 5 * time.Second})
+	idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{Store: counted, Logger: opts.Logger, Lease: 5 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +192,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err := demoDedup(ctx, w, prod, ddb, table, st, sched, clock, track); err != nil { // dedup.go
 		return nil, err
 	}
-	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, sched, st, track, opts.Logger)
+	relay, ob, orep, err := orders(ctx, w, backend, stack, client, prod, sched, st, track, opts.Logger, batchWake)
+	if err != nil {
+		return nil, err
+	}
+	brep, err := enqueueBatch(ctx, w, bc, prod, track)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +255,10 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped}
+	if err := brep.finish(ctx, bc); err != nil {
+		return nil, err
+	}
+	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped, Batch: brep}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {
@@ -278,6 +298,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Elapsed = time.Since(start)
 	rep.print(w)
 	orep.print(w)
+	brep.print(w)
 	if opts.Serve != nil {
 		serveErr := opts.Serve(runCtx, rep)
 		if err := stopRunning(stop, runErr); err != nil {

@@ -53,15 +53,20 @@ func TestDemoEndToEnd(t *testing.T) {
 		queuesLabel:                                                   {worker.OutcomeSucceeded, "", 1},
 		uniqueLabel:                                                   {worker.OutcomeSucceeded, "", 1},
 		debounceLabel:                                                 {worker.OutcomeSucceeded, "", 1},
+		batchChildLabel:                                               {worker.OutcomeSucceeded, "", 1},
+		batchCancelLabel:                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
+		batchCallbackLabel:                                            {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
-	wantRows := 19 // 16, the several-queues row (queues.go) and the two dedup rows (dedup.go)
+	// 16, the several-queues row (queues.go), the two dedup rows (dedup.go), and the batch's 3
+	// children and its callback (batch.go).
+	wantRows := 23
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 18
+		wantRows = 22
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
@@ -127,8 +132,13 @@ func TestDemoEndToEnd(t *testing.T) {
 		(twins[0] == worker.OutcomeSkipped && twins[1] == worker.OutcomeSucceeded)) {
 		t.Errorf("the twins ended %v, want one succeeded and one skipped", twins)
 	}
-	if len(rep.DLQ) != 4 {
-		t.Fatalf("DLQ = %d messages, want 4", len(rep.DLQ))
+	if len(rep.DLQ) != 5 {
+		t.Fatalf("DLQ = %d messages, want 5 (4, and the batch's child that cancels itself)", len(rep.DLQ))
+	}
+	// The batch counted its children once each, and its callback (a row above: it ran once)
+	// was enqueued once they had all finished.
+	if b := rep.Batch.Info; b.State != "done" || b.Total != 3 || b.Succeeded != 2 || b.Dead != 1 || b.Remaining != 0 {
+		t.Errorf("the demo's batch: %+v, want done with 2 succeeded and 1 dead of 3", b)
 	}
 	reasons := map[string]bool{}
 	for _, d := range rep.DLQ {

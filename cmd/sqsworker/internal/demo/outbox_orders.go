@@ -56,7 +56,7 @@ const (
 // relay gets a producer of its own, with the scheduler and without the job table: the outbox
 // transaction already wrote each job's queued record (outbox.RelayConfig.Producers).
 func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awslocal.Stack, sqsClient *sqs.Client, prod *producer.Producer,
-	sched producer.JobScheduler, st *status.Table, track *tracker, logger *slog.Logger) (*dynamooutbox.Runner, *dynamooutbox.Outbox, *OutboxReport, error) {
+	sched producer.JobScheduler, st *status.Table, track *tracker, logger *slog.Logger, wake <-chan struct{}) (*dynamooutbox.Runner, *dynamooutbox.Outbox, *OutboxReport, error) {
 	ddb := b.DynamoDB()
 	table := awslocal.OutboxTableName(stack.Name)
 	streamARN, err := dynamooutbox.CreateTable(ctx, ddb, table)
@@ -86,7 +86,9 @@ func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awsloc
 	}
 	runner, err := dynamooutbox.NewRunner(dynamooutbox.RunnerConfig{Outbox: ob, Producers: []*producer.Producer{relayProd}, ID: "demo",
 		Streams: dynamodbstreams.NewFromConfig(b.Config), StreamARN: streamARN,
-		Relay: outbox.RelayConfig{PollInterval: 200 * time.Millisecond}, Logger: logger})
+		// The batch's callback comes through this outbox in a transaction, of which the emulator's
+		// stream says nothing: the batch client wakes the sweeper instead (on AWS, the stream).
+		Relay: outbox.RelayConfig{PollInterval: 200 * time.Millisecond, Wake: wake}, Logger: logger})
 	if err != nil {
 		return nil, nil, nil, err
 	}
