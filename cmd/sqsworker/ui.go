@@ -45,11 +45,15 @@ type uiOptions struct {
 	role     string
 	// hosts are the Host names the console answers (set by serveUI for a loopback address).
 	hosts []string
+	// flagPrefix is the prefix of the console's flags on this command ("ui-" for demo and run),
+	// so that what the console prints names flags that exist.
+	flagPrefix string
 }
 
 // addUIFlags adds the console's flags; prefix names them for the commands where the console
 // is an option (run --ui-addr).
 func addUIFlags(f *pflag.FlagSet, o *uiOptions, prefix string) {
+	o.flagPrefix = prefix
 	f.StringVar(&o.addr, prefix+"addr", "127.0.0.1:8080", "the address the console listens on (keep it on 127.0.0.1 unless it sits behind your own authentication)")
 	f.BoolVar(&o.readOnly, prefix+"read-only", false, "hide and refuse every action (redrive, cancel, purge, enqueue, schedules)")
 	f.StringVar(&o.token, prefix+"token", "", "the token actions need (default: $"+uiTokenEnv+", else a random one, printed)")
@@ -284,7 +288,7 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 			return err
 		}
 		fmt.Fprintf(stdout, "sign in   %s%s (one-time link: one browser, within an hour; then sign in with the token)\n", base, strings.TrimPrefix(link, "/"))
-		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --read-only turns actions off)\n", o.token)
+		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --%sread-only turns actions off)\n", o.token, o.flagPrefix)
 	}
 	fmt.Fprintf(stdout, "serving the console until Ctrl-C\n")
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
