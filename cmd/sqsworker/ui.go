@@ -24,6 +24,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -45,6 +46,10 @@ type uiOptions struct {
 	role     string
 	// hosts are the Host names the console answers (set by serveUI for a loopback address).
 	hosts []string
+	// payloads is the stack's payload store (set by the command that resolved the stack, nil
+	// without a payload bucket), so that the console lists, shows and redrives the dead letters
+	// of large jobs, kept in S3, by their job id as the dlq commands do.
+	payloads *payload.Store
 	// flagPrefix is the prefix of the console's flags on this command ("ui-" for demo and run),
 	// so that what the console prints names flags that exist.
 	flagPrefix string
@@ -109,6 +114,9 @@ emulator.`,
 			if err != nil {
 				return err
 			}
+			if o.payloads, err = payloadStore(ctx, c, g, stack); err != nil {
+				return err
+			}
 			return serveUI(ctx, c, refs, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -155,6 +163,9 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	dcfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
 	if table != nil {
 		dcfg.Status = table
+	}
+	if o.payloads != nil {
+		dcfg.Payload = o.payloads
 	}
 	d, err := dlq.New(dcfg)
 	if err != nil {
