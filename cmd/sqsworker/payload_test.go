@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -233,6 +235,7 @@ func TestDLQLargeJobByID(t *testing.T) {
 		t.Fatalf("dlq list does not name the job %s:\n%s", id, listed)
 	}
 	tr.must("dlq", "show", id, "--payload-bucket", bucket)
+	consoleListsLargeDeadLetter(t, stack, bucket, id)
 	tr.must("dlq", "redrive", "--job", id, "--payload-bucket", bucket)
 	tr.must("dlq", "list", "--payload-bucket", bucket)
 	tr.buf = *bytes.NewBufferString(strings.ReplaceAll(strings.ReplaceAll(tr.buf.String(), filepath.Dir(file), "TMP"), strings.ToLower(stack), "STACK"))
@@ -245,6 +248,45 @@ func TestDLQLargeJobByID(t *testing.T) {
 	p, err := payload.ParsePointer(aws.ToString(msgs[0].Body))
 	if err != nil || p.Bucket != bucket {
 		t.Fatalf("the redriven message %.200s: %v; want a pointer into %s", aws.ToString(msgs[0].Body), err, bucket)
+	}
+}
+
+// consoleListsLargeDeadLetter: `sqsworker ui` resolves a dead letter kept in S3 as the dlq
+// commands do (issue 24.2): its Dead letters page names the job and its kind, and offers its
+// Redrive by job id.
+func consoleListsLargeDeadLetter(t *testing.T, stack, bucket, id string) {
+	t.Helper()
+	const tok = "cli-test-token-large-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"ui", "--stack", stack, "--endpoint", backend(t).URL, "--addr", "127.0.0.1:0", "--token", tok,
+			"--payload-bucket", bucket}, &stdout, &stderr)
+	}()
+	var m []string
+	waitFor(t, 30*time.Second, "the console's address", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("ui exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		m = consoleLine.FindStringSubmatch(stdout.String())
+		return m != nil
+	})
+	var code int
+	var body string
+	waitFor(t, 30*time.Second, "the large job's dead letter on the Dead letters page", func() bool {
+		code, body = uiGet(t, m[1]+"dlq", tok)
+		return code == http.StatusOK && strings.Contains(body, "1 dead letter")
+	})
+	if !strings.Contains(body, `name="id" value="`+id+`"`) || !strings.Contains(body, "blob.store") {
+		t.Errorf("the console's Dead letters page does not name the large job %s (blob.store) with its Redrive:\n%s", id, body)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("ui exited %d\n%s", code, stderr.String())
 	}
 }
 

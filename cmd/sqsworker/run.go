@@ -27,6 +27,7 @@ import (
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/lambdarun"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/poller"
 	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
@@ -272,6 +273,11 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 	})
 	if err != nil {
 		return false, err
+	}
+	if o.ui && st.PayloadBucket != "" { // the console resolves large jobs' dead letters, as the dlq commands do
+		if o.uiOpts.payloads, err = payload.New(payload.Config{S3: b.S3(), Bucket: st.PayloadBucket}); err != nil {
+			return false, err
+		}
 	}
 	stopUI, err := startRunUI(ctx, o, &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()},
 		stack, o.fifo, st.QueueURL, st.DLQURL, st.Table, stdout, stderr)

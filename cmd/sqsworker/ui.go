@@ -26,6 +26,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -47,11 +48,19 @@ type uiOptions struct {
 	role     string
 	// hosts are the Host names the console answers (set by serveUI for a loopback address).
 	hosts []string
+	// payloads is the stack's payload store (set by the command that resolved the stack, nil
+	// without a payload bucket), so that the console lists, shows and redrives the dead letters
+	// of large jobs, kept in S3, by their job id as the dlq commands do.
+	payloads *payload.Store
+	// flagPrefix is the prefix of the console's flags on this command ("ui-" for demo and run),
+	// so that what the console prints names flags that exist.
+	flagPrefix string
 }
 
 // addUIFlags adds the console's flags; prefix names them for the commands where the console
 // is an option (run --ui-addr).
 func addUIFlags(f *pflag.FlagSet, o *uiOptions, prefix string) {
+	o.flagPrefix = prefix
 	f.StringVar(&o.addr, prefix+"addr", "127.0.0.1:8080", "the address the console listens on (keep it on 127.0.0.1 unless it sits behind your own authentication)")
 	f.BoolVar(&o.readOnly, prefix+"read-only", false, "hide and refuse every action (redrive, cancel, purge, enqueue, schedules)")
 	f.StringVar(&o.token, prefix+"token", "", "the token actions need (default: $"+uiTokenEnv+", else a random one, printed)")
@@ -105,6 +114,9 @@ emulator.`,
 			}
 			refs, err := resolveStack(ctx, c, stack, fifo, needQueue|needDLQ|optTable)
 			if err != nil {
+				return err
+			}
+			if o.payloads, err = payloadStore(ctx, c, g, stack); err != nil {
 				return err
 			}
 			return serveUI(ctx, c, refs, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -167,6 +179,9 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	dcfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
 	if table != nil {
 		dcfg.Status = table
+	}
+	if o.payloads != nil {
+		dcfg.Payload = o.payloads
 	}
 	d, err := dlq.New(dcfg)
 	if err != nil {
@@ -300,7 +315,7 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 			return err
 		}
 		fmt.Fprintf(stdout, "sign in   %s%s (one-time link: one browser, within an hour; then sign in with the token)\n", base, strings.TrimPrefix(link, "/"))
-		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --read-only turns actions off)\n", o.token)
+		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --%sread-only turns actions off)\n", o.token, o.flagPrefix)
 	}
 	fmt.Fprintf(stdout, "serving the console until Ctrl-C\n")
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}

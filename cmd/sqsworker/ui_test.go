@@ -54,6 +54,9 @@ func TestUIServesTheStack(t *testing.T) {
 	if link == nil || strings.Contains(link[1], tok) {
 		t.Fatalf("no one-time sign-in link:\n%s", stdout.String())
 	}
+	if !strings.Contains(stdout.String(), "; --read-only turns actions off") {
+		t.Errorf("ui does not name its --read-only flag:\n%s", stdout.String())
+	}
 	if code, cookie := uiSignIn(t, link[1]); code != http.StatusSeeOther || cookie == nil {
 		t.Errorf("the sign-in link: %d, cookie %v", code, cookie)
 	}
@@ -169,6 +172,10 @@ func TestRunUIServesTheConsole(t *testing.T) {
 	base := m[1]
 	if m[2] != stack || !strings.Contains(running.stdout.String(), "sign in   "+base+"signin?code=") || strings.Contains(running.stdout.String(), "?token=") {
 		t.Errorf("the console's lines:\n%s", running.stdout.String())
+	}
+	// run has no --read-only: the console's line names the flag run has (issue 24.12).
+	if !strings.Contains(running.stdout.String(), "; --ui-read-only turns actions off") {
+		t.Errorf("the console's lines do not name run's --ui-read-only:\n%s", running.stdout.String())
 	}
 	for _, p := range []string{"", "jobs?state=dead", "schedules", "enqueue"} {
 		if code, body := uiGet(t, base+p, ""); code != 200 || !strings.Contains(body, stack) {

@@ -38,6 +38,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// DynamoDB creates a table in state CREATING: wait until it is ACTIVE before writing to it.
+	if err := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = time.Second }).
+		Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute); err != nil {
+		log.Fatal(err)
+	}
 
 	seen := 0
 	handler := ddbstream.HandlerFunc(func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {

@@ -37,8 +37,8 @@ func (s slowClaimsDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 // TestEmulatorRelaysSlowerThanTheirLeaseSendEachJobOnce: four sweeper relays whose claims take
 // longer than their lease (a pass of 100 claims, each answered 40 ms late, one at a time: 4 s
 // against a 3 s lease), and nothing killed: every job reaches the queue once. Without the lease
-// check before the send (and the lease counted from each claim write), a relay sends entries whose
-// claim has run out while another relay has claimed and sends them too.
+// check before the send (and a claim that stops taking entries after a quarter of the lease), a
+// relay sends entries whose claim has run out while another relay has claimed and sends them too.
 //
 // SQSWORKER_LEASE_TEST_JOBS sets the number of jobs (default 300); the test logs what it measured.
 func TestEmulatorRelaysSlowerThanTheirLeaseSendEachJobOnce(t *testing.T) {
