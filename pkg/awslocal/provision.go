@@ -52,9 +52,9 @@ type Stack struct {
 
 // QueueMaxMessageSize is the MaximumMessageSize of both queues Provision creates: 1 MiB
 // (1,048,576 bytes), the most SQS allows and what the producer assumes
-// (producer.Config.QueueMaxMessageSize's default). SQS's default for a queue created without the
-// attribute is 256 KiB, which would refuse the producer's larger jobs, and the worker's
-// dead-letter copies of them.
+// (producer.Config.QueueMaxMessageSize's default). It is SQS's default for a new queue too, but a
+// queue created under the old default keeps 256 KiB, which would refuse the producer's larger
+// jobs and the worker's dead-letter copies of them: Provision sets it.
 const QueueMaxMessageSize = 1 << 20
 
 // QueueName returns the job queue's name for a stack.

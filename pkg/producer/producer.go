@@ -96,9 +96,10 @@ type Config struct {
 	// larger message for good. The producer keeps 8 KiB of it for what the worker adds when it
 	// dead-letters or re-sends a job, and rejects a job whose message (body + attributes) would
 	// exceed the rest with ErrTooLarge, naming both sizes, before anything is sent (or, with
-	// Payload, sends it through S3). Set it when the queue's is smaller than 1 MiB: SQS's default
-	// for a queue created without the attribute is 256 KiB (262,144), so pass 262144 for such a
-	// queue (awslocal.Provision and the CDK's queues set 1 MiB). 16 KiB to 1 MiB. Defaults to
+	// Payload, sends it through S3). Set it when the queue's is smaller than 1 MiB: a queue created
+	// before SQS raised its default keeps 256 KiB (262,144) until it is set, so pass 262144 for
+	// such a queue (SQS's default for a new queue is 1 MiB; awslocal.Provision and the CDK's
+	// queues set it). 16 KiB to 1 MiB. Defaults to
 	// 1 MiB (1,048,576), the most SQS allows.
 	QueueMaxMessageSize int
 	// Queues, when set, makes one producer send to every queue of a stack (pkg/queues): each job
