@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -182,7 +182,7 @@ func newBatchesListCmd(g *globals) *cobra.Command {
 					state += " (cancelled)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", i.ID, state, progressBar(i.Progress()), i.Total, i.Remaining,
-					i.Succeeded, i.Dead, i.Cancelled, orDash(textSafe(i.CallbackKind, 40)), showTime(i.CreatedAt), orDash(textSafe(i.Description, 60)))
+					i.Succeeded, i.Dead, i.Cancelled, orDash(termsafe.Line(i.CallbackKind, 40)), showTime(i.CreatedAt), orDash(termsafe.Line(i.Description, 60)))
 			}
 			return tw.Flush()
 		},
@@ -253,17 +253,17 @@ func newBatchesShowCmd(g *globals) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			tw := newTable(w)
-			fmt.Fprintf(tw, "batch\t%s\n", d.ID)
-			fmt.Fprintf(tw, "description\t%s\n", orDash(textSafe(d.Description, 200)))
+			fmt.Fprintf(tw, "batch\t%s\n", termsafe.Line(d.ID, 128))
+			fmt.Fprintf(tw, "description\t%s\n", orDash(termsafe.Line(d.Description, 200)))
 			state := d.State
 			if !d.CancelledAt.IsZero() {
-				state += fmt.Sprintf(" (cancelled %s: %s)", showTime(d.CancelledAt), orDash(textSafe(d.CancelReason, 120)))
+				state += fmt.Sprintf(" (cancelled %s: %s)", showTime(d.CancelledAt), orDash(termsafe.Line(d.CancelReason, 120)))
 			}
 			fmt.Fprintf(tw, "state\t%s\n", state)
 			fmt.Fprintf(tw, "progress\t%s of %d: %d succeeded, %d dead, %d cancelled, %d running\n", progressBar(d.Progress()), d.Total,
 				d.Succeeded, d.Dead, d.Cancelled, d.Remaining)
 			if d.Callback != "" {
-				fmt.Fprintf(tw, "callback\t%s (%s)\n", d.Callback, textSafe(d.CallbackKind, 128))
+				fmt.Fprintf(tw, "callback\t%s (%s)\n", termsafe.Line(d.Callback, 128), termsafe.Line(d.CallbackKind, 128))
 			} else {
 				fmt.Fprintf(tw, "callback\t-\n")
 			}
@@ -304,8 +304,8 @@ func printChildren(w io.Writer, d batch.Detail) error {
 		if key == c.ID {
 			key = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", textSafe(c.ID, 128), textSafe(c.Kind, 128), textSafe(key, 60), state,
-			orDash(c.Counted), c.Runs, orDash(textSafe(c.Reason, 40)), showTime(c.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", termsafe.Line(c.ID, 128), termsafe.Line(c.Kind, 128), termsafe.Line(key, 60), state,
+			orDash(c.Counted), c.Runs, orDash(termsafe.Line(c.Reason, 40)), showTime(c.UpdatedAt))
 	}
 	if d.MoreChildren {
 		fmt.Fprintf(tw, "…\t(more: --children N or -1)\n")
@@ -457,7 +457,7 @@ func newChainsListCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "ID\tSTATE\tSTEP\tCURRENT JOB\tREASON\tCREATED\tDESCRIPTION")
 			for _, c := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", c.ID, col.state(c.State), c.Current, c.Steps, orDash(c.CurrentJob),
-					orDash(textSafe(c.Reason, 60)), showTime(c.CreatedAt), orDash(textSafe(c.Description, 60)))
+					orDash(termsafe.Line(c.Reason, 60)), showTime(c.CreatedAt), orDash(termsafe.Line(c.Description, 60)))
 			}
 			return tw.Flush()
 		},
@@ -514,10 +514,10 @@ func newChainsShowCmd(g *globals) *cobra.Command {
 			w := cmd.OutOrStdout()
 			col := colourFor(w)
 			tw := newTable(w)
-			fmt.Fprintf(tw, "chain\t%s\ndescription\t%s\nstate\t%s\nstep\t%d of %d\n", d.ID, orDash(textSafe(d.Description, 200)),
+			fmt.Fprintf(tw, "chain\t%s\ndescription\t%s\nstate\t%s\nstep\t%d of %d\n", termsafe.Line(d.ID, 128), orDash(termsafe.Line(d.Description, 200)),
 				col.state(d.State), d.Current, d.ChainInfo.Steps)
 			if d.FailedStep > 0 {
-				fmt.Fprintf(tw, "stopped at\tstep %d: %s\n", d.FailedStep, textSafe(d.Reason, 200))
+				fmt.Fprintf(tw, "stopped at\tstep %d: %s\n", d.FailedStep, termsafe.Line(d.Reason, 200))
 			}
 			fmt.Fprintf(tw, "created\t%s\ndone\t%s\nexpires\t%s\n\n", showTime(d.CreatedAt), showTime(d.DoneAt), showTime(d.ExpiresAt))
 			if err := tw.Flush(); err != nil {
@@ -532,8 +532,8 @@ func newChainsShowCmd(g *globals) *cobra.Command {
 				} else {
 					state = col.state(state)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Step, textSafe(s.JobID, 128), textSafe(s.Kind, 128), state, s.Runs,
-					orDash(textSafe(s.Result, 40)), orDash(textSafe(s.LastError, 60)))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Step, termsafe.Line(s.JobID, 128), termsafe.Line(s.Kind, 128), state, s.Runs,
+					orDash(termsafe.Line(s.Result, 40)), orDash(termsafe.Line(s.LastError, 60)))
 			}
 			return tw.Flush()
 		},
@@ -587,31 +587,4 @@ func childCount(n int) string {
 		return "1 child"
 	}
 	return strconv.Itoa(n) + " children"
-}
-
-// textSafe returns s for a terminal: control characters (C0, C1, DEL), bidirectional controls and
-// invalid UTF-8 written as visible escapes (a job's fields are anyone's text), then cut to n
-// runes. (Other commands escape with the CLI's shared helper once this branch has it.)
-func textSafe(s string, n int) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	out := b.String()
-	if utf8.RuneCountInString(out) > n {
-		r := []rune(out)
-		out = string(r[:n-1]) + "…"
-	}
-	return out
 }
