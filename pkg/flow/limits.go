@@ -109,7 +109,9 @@ type limit struct {
 // given), then rate limits.
 func compile(conc []Concurrency, rates []Rate) (map[string][]limit, error) {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+	}
 	byKind := map[string][]limit{}
 	type shared struct {
 		l     limit

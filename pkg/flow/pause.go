@@ -245,7 +245,7 @@ type pauseCache struct {
 
 	mu      sync.Mutex
 	pauses  Pauses
-	readAt  time.Time // when the cached value (or the last failure) was read
+	readAt  time.Time     // when the cached value (or the last failure) was read
 	reading chan struct{} // closed when the read under way ends
 }
 

@@ -43,13 +43,13 @@ const (
 // items). None of them is a job item's attribute, so job listings and table statistics, which
 // read kind and st, never count a flow item.
 const (
-	attrHolders = "n"     // N: concurrency item: how many h_ attributes it has
-	attrLimit   = "lim"   // N: the limit (concurrency), or the jobs per period (rate)
-	attrTAT     = "tat"   // N: rate item: the theoretical arrival time, unix microseconds
-	attrPeriod  = "per"   // N: rate item: the period, milliseconds
-	attrBurst   = "burst" // N: rate item: the burst
-	attrKey     = "fkey"  // S: the key, when the partition key holds its hash instead
-	holderPrefix = "h_"   // N: one per holder: lease end in unix ms, a random fraction as nonce
+	attrHolders  = "n"     // N: concurrency item: how many h_ attributes it has
+	attrLimit    = "lim"   // N: the limit (concurrency), or the jobs per period (rate)
+	attrTAT      = "tat"   // N: rate item: the theoretical arrival time, unix microseconds
+	attrPeriod   = "per"   // N: rate item: the period, milliseconds
+	attrBurst    = "burst" // N: rate item: the burst
+	attrKey      = "fkey"  // S: the key, when the partition key holds its hash instead
+	holderPrefix = "h_"    // N: one per holder: lease end in unix ms, a random fraction as nonce
 )
 
 // maxKeyBytes bounds the key kept as is in a partition key; a longer key is hashed (and kept in
