@@ -178,11 +178,11 @@ func TestKeyFunctionFailuresDeadLetter(t *testing.T) {
 	tbl, _, _ := newTable(t)
 	spy := &spyStore{Store: tbl}
 	for name, key := range map[string]flow.KeyFunc{
-		"error": func(*jobs.Info) (string, error) { return "", errors.New("no account") },
-		"empty": func(*jobs.Info) (string, error) { return "", nil },
-		"panic": func(*jobs.Info) (string, error) { panic("nil map") },
+		"error":          func(*jobs.Info) (string, error) { return "", errors.New("no account") },
+		"empty":          func(*jobs.Info) (string, error) { return "", nil },
+		"panic":          func(*jobs.Info) (string, error) { panic("nil map") },
 		"tenant missing": flow.TenantKey,
-		"args":  flow.ArgsKey(func(a struct{ N int }) string { return "x" }),
+		"args":           flow.ArgsKey(func(a struct{ N int }) string { return "x" }),
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := newMiddleware(t, spy, &clock{t: t0}, func(c *flow.Config) {
