@@ -94,7 +94,9 @@ func (c *Control) ResumeKind(ctx context.Context, kind string) (bool, error) {
 func (c *Control) Pauses(ctx context.Context) (Pauses, error) { return c.Table.Pauses(ctx) }
 
 // List lists limit items (Table.List).
-func (c *Control) List(ctx context.Context, q ListQuery) (LimitPage, error) { return c.Table.List(ctx, q) }
+func (c *Control) List(ctx context.Context, q ListQuery) (LimitPage, error) {
+	return c.Table.List(ctx, q)
+}
 
 // setMappings enables or disables the queue's event source mappings (those of Function, when
 // set). ListEventSourceMappings by the queue's ARN finds them.
