@@ -25,6 +25,7 @@ type Store interface {
 	AcquireSlot(ctx context.Context, req SlotRequest) (SlotResult, error)
 	ReleaseSlot(ctx context.Context, s Slot) error
 	RenewSlot(ctx context.Context, s Slot, until time.Time) (Slot, error)
+	HandoffSlot(ctx context.Context, s Slot, jobID string, until time.Time) (Slot, error)
 	TakeToken(ctx context.Context, req TokenRequest) (TokenResult, error)
 	Pauses(ctx context.Context) (Pauses, error)
 }
@@ -40,6 +41,7 @@ const (
 	DefaultPausedDelay     = time.Minute
 	DefaultMinDelay        = time.Second
 	DefaultStoreRetryDelay = 10 * time.Second
+	DefaultMaxHold         = time.Second
 )
 
 // Config configures NewMiddleware. Store is required; every other field's zero value is its
@@ -77,6 +79,14 @@ type Config struct {
 	// StoreRetryDelay is how long a job waits (deferred) when the table fails. Defaults to 10 s,
 	// plus up to half of it as jitter.
 	StoreRetryDelay time.Duration
+	// MaxHold is how long a job denied a slot or a token may wait in the process before it is
+	// deferred through SQS: a job that another job of this process will hand its slot to when it
+	// ends, or whose rate token is due within MaxHold (it reserves the token and waits for it).
+	// SQS counts visibility in whole seconds, so without holding, deferred jobs come back in
+	// clumps and a limit runs below its capacity between them. Holding costs the wait's duration
+	// (billed in Lambda) and never passes the invocation's deadline. Defaults to 1 s; a negative
+	// value turns holding off.
+	MaxHold time.Duration
 	// Logger receives the table's failures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now returns the time. Defaults to time.Now.
@@ -87,7 +97,9 @@ type Config struct {
 
 // Stats counts what the middleware did.
 type Stats struct {
-	Acquired     int64 // concurrency slots acquired
+	Acquired     int64 // concurrency slots acquired (Handoffs of them from a job of this process)
+	Handoffs     int64
+	Held         int64 // jobs that waited in the process (MaxHold) for a slot or a reserved token
 	Released     int64 // slots released
 	Pruned       int64 // expired holders removed (their jobs died)
 	SlotDenied   int64 // jobs deferred for want of a slot
@@ -114,7 +126,11 @@ type Middleware struct {
 	durMu     sync.Mutex
 	durations map[string]time.Duration // limit name → moving average of its jobs' run time
 
+	waitMu  sync.Mutex
+	waiters map[string][]*waiter // limit item pk → jobs of this process waiting for a slot, in order
+
 	stats struct {
+		handoffs, held,
 		acquired, released, pruned, slotDenied, tokens, tokenDenied, localDenied, paused, tooLong,
 		keyErrors, storeErrors, releaseFails, leaseLost atomic.Int64
 	}
@@ -144,6 +160,7 @@ func NewMiddleware(cfg Config) (*Middleware, error) {
 		{"PausedDelay", &cfg.PausedDelay, DefaultPausedDelay, time.Second, jobs.MaxVisibility},
 		{"MinDelay", &cfg.MinDelay, DefaultMinDelay, 0, 15 * time.Minute},
 		{"StoreRetryDelay", &cfg.StoreRetryDelay, DefaultStoreRetryDelay, time.Second, jobs.MaxVisibility},
+		{"MaxHold", &cfg.MaxHold, DefaultMaxHold, -1 << 62, time.Minute},
 	}
 	for _, d := range durations {
 		if *d.field == 0 {
@@ -170,6 +187,7 @@ func NewMiddleware(cfg Config) (*Middleware, error) {
 		limits:    limits,
 		pauses:    &pauseCache{src: cfg.Store, ttl: cfg.PauseCheck, now: cfg.Now},
 		durations: map[string]time.Duration{},
+		waiters:   map[string][]*waiter{},
 	}, nil
 }
 
@@ -177,6 +195,7 @@ func NewMiddleware(cfg Config) (*Middleware, error) {
 func (m *Middleware) Stats() Stats {
 	s := &m.stats
 	return Stats{
+		Handoffs: s.handoffs.Load(), Held: s.held.Load(),
 		Acquired: s.acquired.Load(), Released: s.released.Load(), Pruned: s.pruned.Load(), SlotDenied: s.slotDenied.Load(),
 		Tokens: s.tokens.Load(), TokenDenied: s.tokenDenied.Load(), LocalDenied: s.localDenied.Load(), Paused: s.paused.Load(),
 		TooLong: s.tooLong.Load(), KeyErrors: s.keyErrors.Load(), StoreErrors: s.storeErrors.Load(),
@@ -220,7 +239,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		if l.kind != kindRate {
 			continue
 		}
-		if wait, full := m.seenFull(l, keys[i], now); full {
+		if wait, full := m.seenFull(l, keys[i], now, m.holdUntil(ctx, now).Sub(now)); full {
 			m.stats.tokenDenied.Add(1)
 			m.stats.localDenied.Add(1)
 			return m.deny(job, since, now, m.rateDelay(l, wait),
@@ -229,12 +248,18 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	}
 
 	lease, renew := m.lease(ctx, now)
+	holdUntil := m.holdUntil(ctx, now)
+	startAt := now // the latest reserved start of the job's rate tokens
 	var held []Slot
 	for i := range ls {
 		l := &ls[i]
 		switch l.kind {
 		case kindConcurrency:
-			res, err := m.cfg.Store.AcquireSlot(ctx, SlotRequest{Name: l.name, Key: keys[i], Limit: l.limit, JobID: job.ID, LeaseUntil: lease, Now: now})
+			req := SlotRequest{Name: l.name, Key: keys[i], Limit: l.limit, JobID: job.ID, LeaseUntil: lease, Now: now}
+			res, err := m.cfg.Store.AcquireSlot(ctx, req)
+			if err == nil && !res.Acquired && res.HeldUntil.IsZero() && holdUntil.After(m.cfg.Now()) {
+				res, err = m.waitForSlot(ctx, req, holdUntil)
+			}
 			if err != nil {
 				m.release(ctx, held)
 				return m.storeFailed(ctx, job, since, now, err)
@@ -249,8 +274,9 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 			m.stats.acquired.Add(1)
 			held = append(held, res.Slot)
 		case kindRate:
+			tnow := m.cfg.Now()
 			res, err := m.cfg.Store.TakeToken(ctx, TokenRequest{Name: l.name, Key: keys[i], Limit: l.limit, Period: l.period,
-				Burst: l.burst, Now: now, Hint: m.hint(l, keys[i])})
+				Burst: l.burst, Now: tnow, Hint: m.hint(l, keys[i]), Hold: max(holdUntil.Sub(tnow), 0)})
 			if err != nil {
 				m.release(ctx, held)
 				return m.storeFailed(ctx, job, since, now, err)
@@ -263,6 +289,21 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 					fmt.Errorf("%w: rate %s key %q: %d per %s, burst %d", ErrLimited, l.name, keys[i], l.limit, l.period, l.burst))
 			}
 			m.stats.tokens.Add(1)
+			if res.StartAt.After(startAt) {
+				startAt = res.StartAt
+			}
+		}
+	}
+	if wait := startAt.Sub(m.cfg.Now()); wait > 0 {
+		// A reserved token: wait for its time (within MaxHold).
+		m.stats.held.Add(1)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			m.release(ctx, held)
+			return m.deny(job, since, now, m.cfg.MinDelay, fmt.Errorf("flow: stopped while waiting for a reserved token: %w", ctx.Err()))
 		}
 	}
 	if len(held) == 0 {
@@ -367,6 +408,9 @@ func (m *Middleware) release(ctx context.Context, held []Slot) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for _, s := range held {
+		if m.handOff(rctx, s) {
+			continue
+		}
 		if err := m.cfg.Store.ReleaseSlot(rctx, s); err != nil {
 			m.stats.releaseFails.Add(1)
 			m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not release a flow slot; it returns when its lease ends",
@@ -513,13 +557,13 @@ func (m *Middleware) see(l *limit, key string, tat time.Time) {
 
 // seenFull reports whether the bucket, as last seen, has no token due now, and how long until
 // one is.
-func (m *Middleware) seenFull(l *limit, key string, now time.Time) (time.Duration, bool) {
+func (m *Middleware) seenFull(l *limit, key string, now time.Time, hold time.Duration) (time.Duration, bool) {
 	h := m.hint(l, key)
 	if h.IsZero() {
 		return 0, false
 	}
 	T := interval(l.limit, l.period)
-	maxTAT := now.UnixMicro() + int64(l.burst-1)*T
+	maxTAT := now.UnixMicro() + int64(l.burst-1)*T + max(hold, 0).Microseconds()
 	if over := h.UnixMicro() - maxTAT; over > 0 {
 		return time.Duration(over) * time.Microsecond, true
 	}
@@ -546,4 +590,108 @@ func (m *Middleware) avgDuration(name string) time.Duration {
 	m.durMu.Lock()
 	defer m.durMu.Unlock()
 	return m.durations[name]
+}
+
+// waiter is a job of this process waiting for a slot (MaxHold).
+type waiter struct {
+	jobID   string
+	lease   time.Time
+	claimed atomic.Bool // set by whoever ends the wait: a releaser (handoff) or the waiter
+	got     chan Slot   // the slot handed over; a zero Slot: try to acquire
+}
+
+// holdUntil returns until when a job may wait in the process: MaxHold from now, never closer
+// than a second to the context's deadline (zero when holding is off or there is no time).
+func (m *Middleware) holdUntil(ctx context.Context, now time.Time) time.Time {
+	if m.cfg.MaxHold <= 0 {
+		return time.Time{}
+	}
+	until := now.Add(m.cfg.MaxHold)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(until) {
+		until = dl.Add(-time.Second)
+	}
+	if !until.After(now) {
+		return time.Time{}
+	}
+	return until
+}
+
+// waitForSlot waits, until holdUntil, for a job of this process to hand its slot over; when
+// none does (or the handoff fails), it tries to acquire once more.
+func (m *Middleware) waitForSlot(ctx context.Context, req SlotRequest, holdUntil time.Time) (SlotResult, error) {
+	pk := limitPK(req.Name, req.Key)
+	w := &waiter{jobID: req.JobID, lease: req.LeaseUntil, got: make(chan Slot, 1)}
+	m.waitMu.Lock()
+	m.waiters[pk] = append(m.waiters[pk], w)
+	m.waitMu.Unlock()
+	m.stats.held.Add(1)
+	t := time.NewTimer(holdUntil.Sub(m.cfg.Now()))
+	defer t.Stop()
+	select {
+	case s := <-w.got:
+		if s.attr != "" {
+			return SlotResult{Acquired: true, Slot: s}, nil
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if !w.claimed.CompareAndSwap(false, true) {
+		// A releaser took this waiter at the last moment: its answer is coming.
+		if s := <-w.got; s.attr != "" {
+			return SlotResult{Acquired: true, Slot: s}, nil
+		}
+	}
+	m.dropWaiter(pk, w)
+	req.Now = m.cfg.Now()
+	return m.cfg.Store.AcquireSlot(ctx, req)
+}
+
+func (m *Middleware) dropWaiter(pk string, w *waiter) {
+	m.waitMu.Lock()
+	defer m.waitMu.Unlock()
+	ws := m.waiters[pk]
+	for i, x := range ws {
+		if x == w {
+			m.waiters[pk] = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(m.waiters[pk]) == 0 {
+		delete(m.waiters, pk)
+	}
+}
+
+// handOff passes a released slot to the first job of this process waiting for it, and reports
+// whether it did (the slot is then the waiter's, not the releaser's to release). When the
+// handoff's write is refused, the waiter is told to acquire by itself and the releaser releases
+// as usual.
+func (m *Middleware) handOff(ctx context.Context, s Slot) bool {
+	pk := limitPK(s.Name, s.Key)
+	m.waitMu.Lock()
+	ws := m.waiters[pk]
+	var w *waiter
+	for len(ws) > 0 {
+		w, ws = ws[0], ws[1:]
+		if w.claimed.CompareAndSwap(false, true) {
+			break
+		}
+		w = nil
+	}
+	if len(ws) == 0 {
+		delete(m.waiters, pk)
+	} else {
+		m.waiters[pk] = ws
+	}
+	m.waitMu.Unlock()
+	if w == nil {
+		return false
+	}
+	next, err := m.cfg.Store.HandoffSlot(ctx, s, w.jobID, w.lease)
+	if err != nil {
+		w.got <- Slot{}
+		return false
+	}
+	m.stats.handoffs.Add(1)
+	w.got <- next
+	return true
 }

@@ -301,6 +301,7 @@ func TestRateLimitDefersUntilTheNextToken(t *testing.T) {
 	m := newMiddleware(t, tbl, clk, func(c *flow.Config) {
 		c.Rates = []flow.Rate{{Kind: "sms.send", Limit: 1, Period: time.Second}}
 		c.MinDelay = 100 * time.Millisecond
+		c.MaxHold = -1 // no reservations: TestRateReservation
 	})
 	ctx := context.Background()
 	if err := m.Work(ctx, info("A", "sms.send", nil), func(context.Context) error { return nil }); err != nil {

@@ -388,6 +388,40 @@ func (t *Table) ReleaseSlot(ctx context.Context, s Slot) error {
 	return nil
 }
 
+// HandoffSlot passes a held slot straight to another job waiting for the same limit in this
+// process, instead of a release and that job's acquisition: one UpdateItem that replaces the
+// holder attribute, on the condition that the slot is still the caller's and the other job holds
+// none. It returns the other job's slot, or ErrSlotLost when the condition failed (then release
+// normally and let the waiter acquire).
+func (t *Table) HandoffSlot(ctx context.Context, s Slot, jobID string, until time.Time) (Slot, error) {
+	attr := holderAttr(jobID)
+	if attr == s.attr {
+		return s, ErrSlotLost // the same job (a duplicate delivery): no handoff
+	}
+	pk := limitPK(s.Name, s.Key)
+	value := t.leaseValue(until)
+	e := newExpr()
+	old, h := e.n(s.attr), e.n(attr)
+	upd := "SET " + h + " = " + e.v(avNs(value)) + ", " + e.n(idempotency.AttrExpires) + " = " + e.v(avN(until.Add(itemTTL).Unix())) +
+		" REMOVE " + old
+	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(t.table),
+		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
+		UpdateExpression:          aws.String(upd),
+		ConditionExpression:       aws.String(old + " = " + e.v(avNs(s.value)) + " AND attribute_not_exists(" + h + ")"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+	}, keepConnection)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return s, ErrSlotLost
+	}
+	if err != nil {
+		return s, fmt.Errorf("flow: hand a slot of %s over: %w", pk, err)
+	}
+	return Slot{Name: s.Name, Key: s.Key, LeaseUntil: time.UnixMilli(until.UnixMilli()), attr: attr, value: value}, nil
+}
+
 // RenewSlot extends the slot's lease to until: one UpdateItem on the condition that the holder
 // still holds the lease read (or last renewed). It returns the renewed slot, or ErrSlotLost.
 func (t *Table) RenewSlot(ctx context.Context, s Slot, until time.Time) (Slot, error) {
@@ -428,12 +462,17 @@ type TokenRequest struct {
 	// Hint is the bucket's time (TAT) this process saw last, or zero: it chooses the first
 	// write. Hints only save writes; a wrong one costs one refused write.
 	Hint time.Time
+	// Hold, when above 0, reserves a token due within Hold: the grant's StartAt says when the
+	// job may start (the caller waits until then). Reservations fill the gaps that SQS's whole
+	// seconds of visibility would leave between deferred jobs' returns.
+	Hold time.Duration
 }
 
 // TokenResult is the answer to TakeToken.
 type TokenResult struct {
-	// Granted reports that the job may start.
+	// Granted reports that the job may start, at StartAt (now, or a reserved time within Hold).
 	Granted bool
+	StartAt time.Time
 	// TAT is the bucket's time as last seen (after the grant, or as found): it only grows, so it
 	// is a safe hint for later requests.
 	TAT time.Time
@@ -456,7 +495,9 @@ func interval(limit int, period time.Duration) int64 {
 // one conditional UpdateItem: "tat = tat + T if now < tat ≤ now + (Burst−1)·T" when the bucket
 // is busy, "tat = now + T if tat ≤ now (or absent)" when it is idle; the hint chooses which to
 // try first, and a refused one is followed by the other when the item read says so. Over any
-// window of length W at most Burst + W/T tokens are granted.
+// window of length W at most Burst + W/T tokens are granted. With Hold, a token due within Hold
+// is reserved the same way and the job starts at its due time (StartAt), so the bound holds for
+// the start times.
 func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, error) {
 	if req.Limit < 1 || req.Period <= 0 || req.Burst < 1 {
 		return TokenResult{}, fmt.Errorf("%w: rate %d per %s, burst %d", ErrConfig, req.Limit, req.Period, req.Burst)
@@ -464,7 +505,8 @@ func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, e
 	pk := ratePK(req.Name, req.Key)
 	T := interval(req.Limit, req.Period)
 	now := req.Now.UnixMicro()
-	maxTAT := now + int64(req.Burst-1)*T
+	// A token is due (now, or reserved within Hold) while tat ≤ maxTAT.
+	maxTAT := now + int64(req.Burst-1)*T + max(req.Hold, 0).Microseconds()
 	idle := req.Hint.IsZero() || req.Hint.UnixMicro() <= now
 	var res TokenResult
 	for round := 0; round < 3; round++ {
@@ -505,10 +547,18 @@ func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, e
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}, keepConnection)
 		if err == nil {
+			res.Granted, res.StartAt = true, req.Now
 			if v, ok := getInt(out.Attributes, attrTAT); ok {
 				newTAT = v
+				// The job starts when its token is due: tat before the grant − (Burst−1)·T.
+				if start := newTAT - int64(req.Burst)*T; !idle && start > now {
+					res.StartAt = time.UnixMicro(start)
+				}
+			} else if !idle && req.Hold > 0 {
+				// Without the new value the reserved time is unknown: assume the latest.
+				res.StartAt = time.UnixMicro(now + req.Hold.Microseconds())
 			}
-			res.Granted, res.TAT = true, time.UnixMicro(newTAT)
+			res.TAT = time.UnixMicro(newTAT)
 			return res, nil
 		}
 		item, found, err := t.refusal(ctx, pk, err)
