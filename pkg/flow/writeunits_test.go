@@ -177,7 +177,9 @@ func TestHandoffSavesAWrite(t *testing.T) {
 	<-inside
 	second := make(chan error)
 	ran := false
-	go func() { second <- m.Work(ctx, info("B", "k", nil), func(context.Context) error { ran = true; return nil }) }()
+	go func() {
+		second <- m.Work(ctx, info("B", "k", nil), func(context.Context) error { ran = true; return nil })
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for m.Stats().Held == 0 { // B waits in the process
 		if time.Now().After(deadline) {
