@@ -27,6 +27,7 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/payload"
@@ -77,11 +78,24 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		Logger:         logger,
 	}
 	if cfg.Table != "" {
-		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg)), Table: cfg.Table,
+		ddb := dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg))
+		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: cfg.Table,
 			Layout: cfg.TableLayout})
 		if err != nil {
 			return nil, err
 		}
+		// Flow control first, outside the idempotency middleware (its deferrals spend no
+		// attempt): `sqsworker pause KIND` works on every deployment; a real worker declares its
+		// limits here (docs/FLOW.md). It reads the table's pause item at most once per 5 s.
+		ft, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: cfg.Table})
+		if err != nil {
+			return nil, err
+		}
+		fl, err := flow.NewMiddleware(flow.Config{Store: ft, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		wcfg.Middleware = append(wcfg.Middleware, fl)
 		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
 			Store: store, Logger: logger, OnFinishError: m.FinishError, ExpectRecords: cfg.ExpectRecords,
 		})
