@@ -78,4 +78,3 @@ func TestListLimitsWithHolders(t *testing.T) {
 		t.Errorf("bad page token: %v", err)
 	}
 }
-
