@@ -85,6 +85,16 @@ Lambda event source mappings are enabled again and pollers start receiving.`,
 	return cmd
 }
 
+// flowControl returns the flow control of a stack's job table, with its queues' Lambda event
+// source mappings (the console's Flow page).
+func flowControl(c *awsClients, table string) (*flow.Control, error) {
+	tbl, err := flow.NewTable(flow.TableConfig{Client: c.ddb, Table: table})
+	if err != nil {
+		return nil, err
+	}
+	return &flow.Control{Table: tbl, Sources: &esm.Switch{Lambda: lambda.NewFromConfig(c.cfg)}}, nil
+}
+
 // runPause pauses (pause) or resumes a kind or a queue.
 func runPause(cmd *cobra.Command, g *globals, o *flowOpts, args []string, pause bool) error {
 	verb := "resume"

@@ -139,6 +139,10 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 			return nil, err
 		}
 		cfg.Status = table
+		cfg.Flow, err = flowControl(c, refs.Table)
+		if err != nil {
+			return nil, err
+		}
 	} else {
 		fmt.Fprintf(warn, "sqsworker: warning: no job table %s: the console has no Jobs pages\n", awslocal.TableName(refs.Name))
 	}

@@ -22,7 +22,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pageNames are the templates of templates/, each rendered inside layout.html.
-var pageNames = []string{"overview", "jobs", "job", "dlq", "redrive", "schedules", "enqueue", "signin", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dlq", "redrive", "schedules", "enqueue", "signin", "error", "flow"}
 
 type pageSet struct{ t map[string]*template.Template }
 
@@ -81,7 +81,7 @@ type view struct {
 	CSRF     string
 	ShowArgs bool
 	// Has* say which parts are configured (the tabs shown).
-	HasStatus, HasDLQ, HasSchedules, HasProducer, HasQueues bool
+	HasStatus, HasDLQ, HasSchedules, HasProducer, HasQueues, HasFlow bool
 	// Notice and Error are shown at the top of the page.
 	Notice, Error string
 	// Data is the page's own data.
@@ -95,7 +95,7 @@ func (c *Console) newView(r *http.Request, page, title string) *view {
 		SignedIn: c.signedIn(r), ReadOnly: c.cfg.ReadOnly, CanAct: !c.cfg.ReadOnly, CSRF: c.csrf,
 		ShowArgs:  c.cfg.ShowArgs,
 		HasStatus: c.cfg.Status != nil, HasDLQ: c.cfg.DLQ != nil, HasSchedules: c.cfg.Schedules != nil,
-		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil,
+		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil, HasFlow: c.cfg.Flow != nil,
 		Notice: notice(r.URL.Query()),
 	}
 }
@@ -136,6 +136,12 @@ var notices = map[string]string{
 	"disabled":   "Disabled recurring schedule %s.",
 	"deleted":    "Deleted recurring schedule %s.",
 	"signed-out": "Signed out%s.",
+	// Flow control (flow.go).
+	"kind-paused":     "Paused kind %s: workers defer its jobs from their next pause check (within seconds).",
+	"kind-resumed":    "Resumed kind %s.",
+	"kind-not-paused": "Kind %s was not paused.",
+	"queue-paused":    "Paused queue %s: nothing is received until it is resumed.",
+	"queue-resumed":   "Resumed queue %s.",
 }
 
 func notice(q url.Values) string {
