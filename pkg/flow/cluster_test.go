@@ -140,13 +140,18 @@ func (c killableSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBa
 
 type killableDDB struct {
 	*dynamodb.Client
-	k *killSwitch
+	k     *killSwitch
+	calls *ddbCalls
 }
+
+// ddbCalls counts the DynamoDB calls of every process of a cluster.
+type ddbCalls struct{ updates, gets, puts atomic.Int64 }
 
 func (c killableDDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if c.k.dead.Load() {
 		return nil, errKilled
 	}
+	c.calls.updates.Add(1)
 	return c.Client.UpdateItem(ctx, in, o...)
 }
 
@@ -154,6 +159,7 @@ func (c killableDDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o .
 	if c.k.dead.Load() {
 		return nil, errKilled
 	}
+	c.calls.gets.Add(1)
 	return c.Client.GetItem(ctx, in, o...)
 }
 
@@ -161,12 +167,13 @@ func (c killableDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o .
 	if c.k.dead.Load() {
 		return nil, errKilled
 	}
+	c.calls.puts.Add(1)
 	return c.Client.PutItem(ctx, in, o...)
 }
 
 // cluster is a queue, a job table and the processes that work them.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	sqs    *sqs.Client
 	ddb    *dynamodb.Client
 	stack  *awslocal.Stack
@@ -175,6 +182,7 @@ type cluster struct {
 	ledger *ledger
 	prod   *producer.Producer
 	cfg    clusterConfig
+	calls  ddbCalls // the processes' DynamoDB calls (flow and idempotency)
 
 	mu    sync.Mutex
 	procs []*process
@@ -186,6 +194,7 @@ type clusterConfig struct {
 	batch       int
 	flow        func(*flow.Config)
 	maxReceives int
+	noFlow      bool // leave the flow middleware out (a baseline)
 }
 
 // process is one worker process: poller → worker → flow → idempotency → job.
@@ -221,7 +230,7 @@ func (s *slotSpy) lease(id string) time.Time {
 	return s.leases[id]
 }
 
-func newCluster(t *testing.T, cfg clusterConfig) *cluster {
+func newCluster(t testing.TB, cfg clusterConfig) *cluster {
 	t.Helper()
 	b := awslocaltest.Backend(t)
 	ctx := context.Background()
@@ -259,7 +268,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 func (c *cluster) start() *process {
 	t := c.t
 	p := &process{kill: &killSwitch{}, killed: make(chan struct{}), done: make(chan struct{})}
-	ddb := killableDDB{Client: c.ddb, k: p.kill}
+	ddb := killableDDB{Client: c.ddb, k: p.kill, calls: &c.calls}
 	sq := killableSQS{Client: c.sqs, k: p.kill}
 	logger := slog.New(slog.DiscardHandler)
 	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: c.table})
@@ -302,8 +311,12 @@ func (c *cluster) start() *process {
 		l.end("other", job.ID, true)
 		return nil
 	}), jobs.WithMaxAttempts(3))
+	mws := []worker.Middleware{p.flow, idem}
+	if c.cfg.noFlow {
+		mws = mws[1:]
+	}
 	h, err := worker.New(worker.Config{Registry: reg, SQS: sq, QueueURL: c.stack.QueueURL, DLQURL: c.stack.DLQURL,
-		Middleware: []worker.Middleware{p.flow, idem}, Logger: logger, Concurrency: 10})
+		Middleware: mws, Logger: logger, Concurrency: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ type Store interface {
 	ReleaseSlot(ctx context.Context, s Slot) error
 	RenewSlot(ctx context.Context, s Slot, until time.Time) (Slot, error)
 	HandoffSlot(ctx context.Context, s Slot, jobID string, until time.Time) (Slot, error)
+	PeekSlot(ctx context.Context, name, key string, limit int, now time.Time) (bool, error)
 	TakeToken(ctx context.Context, req TokenRequest) (TokenResult, error)
 	Pauses(ctx context.Context) (Pauses, error)
 }
@@ -616,34 +617,76 @@ func (m *Middleware) holdUntil(ctx context.Context, now time.Time) time.Time {
 	return until
 }
 
-// waitForSlot waits, until holdUntil, for a job of this process to hand its slot over; when
-// none does (or the handoff fails), it tries to acquire once more.
+// waitForSlot waits, until holdUntil, for a job of this process to hand its slot over. The first
+// waiter of the process for the limit also reads the limit's item now and then (PeekSlot, about
+// a quarter of the limit's average run, between 25 and 250 ms) and tries to acquire when a slot
+// is free (another process released it). When the wait ends without a slot (or the handoff
+// failed) it tries to acquire once more.
 func (m *Middleware) waitForSlot(ctx context.Context, req SlotRequest, holdUntil time.Time) (SlotResult, error) {
 	pk := limitPK(req.Name, req.Key)
-	w := &waiter{jobID: req.JobID, lease: req.LeaseUntil, got: make(chan Slot, 1)}
-	m.waitMu.Lock()
-	m.waiters[pk] = append(m.waiters[pk], w)
-	m.waitMu.Unlock()
 	m.stats.held.Add(1)
-	t := time.NewTimer(holdUntil.Sub(m.cfg.Now()))
-	defer t.Stop()
-	select {
-	case s := <-w.got:
-		if s.attr != "" {
-			return SlotResult{Acquired: true, Slot: s}, nil
-		}
-	case <-t.C:
-	case <-ctx.Done():
+	poll := min(max(m.avgDuration(req.Name)/4, 25*time.Millisecond), 250*time.Millisecond)
+	if m.avgDuration(req.Name) == 0 {
+		poll = 100 * time.Millisecond
 	}
-	if !w.claimed.CompareAndSwap(false, true) {
-		// A releaser took this waiter at the last moment: its answer is coming.
-		if s := <-w.got; s.attr != "" {
-			return SlotResult{Acquired: true, Slot: s}, nil
+	for {
+		w := &waiter{jobID: req.JobID, lease: req.LeaseUntil, got: make(chan Slot, 1)}
+		m.waitMu.Lock()
+		m.waiters[pk] = append(m.waiters[pk], w)
+		m.waitMu.Unlock()
+		end := time.NewTimer(holdUntil.Sub(m.cfg.Now()))
+		tick := time.NewTicker(poll)
+		var got *Slot
+		peeked, stop := false, false
+	wait:
+		for {
+			select {
+			case s := <-w.got:
+				got, stop = &s, true
+				break wait
+			case <-end.C:
+				stop = true
+				break wait
+			case <-ctx.Done():
+				stop = true
+				break wait
+			case <-tick.C:
+				if !m.firstWaiter(pk, w) {
+					continue
+				}
+				free, err := m.cfg.Store.PeekSlot(ctx, req.Name, req.Key, req.Limit, m.cfg.Now())
+				if err == nil && free {
+					peeked = true
+					break wait
+				}
+			}
 		}
+		end.Stop()
+		tick.Stop()
+		if got == nil && !w.claimed.CompareAndSwap(false, true) {
+			// A releaser took this waiter at the last moment: its answer is coming.
+			s := <-w.got
+			got = &s
+		}
+		if got != nil && got.attr != "" {
+			return SlotResult{Acquired: true, Slot: *got}, nil
+		}
+		m.dropWaiter(pk, w)
+		req.Now = m.cfg.Now()
+		res, err := m.cfg.Store.AcquireSlot(ctx, req)
+		if err != nil || res.Acquired || stop || !res.HeldUntil.IsZero() || !peeked || !holdUntil.After(m.cfg.Now()) {
+			return res, err
+		}
+		// Another process was quicker: wait on.
 	}
-	m.dropWaiter(pk, w)
-	req.Now = m.cfg.Now()
-	return m.cfg.Store.AcquireSlot(ctx, req)
+}
+
+// firstWaiter reports whether w is the first job of this process waiting for the limit item pk.
+func (m *Middleware) firstWaiter(pk string, w *waiter) bool {
+	m.waitMu.Lock()
+	defer m.waitMu.Unlock()
+	ws := m.waiters[pk]
+	return len(ws) > 0 && ws[0] == w
 }
 
 func (m *Middleware) dropWaiter(pk string, w *waiter) {

@@ -388,6 +388,28 @@ func (t *Table) ReleaseSlot(ctx context.Context, s Slot) error {
 	return nil
 }
 
+// PeekSlot reads a limit's item, eventually consistent (half a read unit), and reports whether an
+// acquisition could succeed now: fewer than limit live holders, or an expired one to remove. A
+// job waiting for a slot (MaxHold) polls with it, so that a slot released by another process
+// is taken soon without a refused write per poll.
+func (t *Table) PeekSlot(ctx context.Context, name, key string, limit int, now time.Time) (bool, error) {
+	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(t.table),
+		Key:       map[string]types.AttributeValue{idempotency.AttrPK: avS(limitPK(name, key))},
+	}, keepConnection)
+	if err != nil {
+		return false, fmt.Errorf("flow: read the slots of %s: %w", limitPK(name, key), err)
+	}
+	live := 0
+	for _, h := range readHolders(out.Item) {
+		if h.leaseMs <= now.UnixMilli() {
+			return true, nil
+		}
+		live++
+	}
+	return live < limit, nil
+}
+
 // HandoffSlot passes a held slot straight to another job waiting for the same limit in this
 // process, instead of a release and that job's acquisition: one UpdateItem that replaces the
 // holder attribute, on the condition that the slot is still the caller's and the other job holds
