@@ -92,7 +92,24 @@ func flowControl(c *awsClients, table string) (*flow.Control, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &flow.Control{Table: tbl, Sources: &esm.Switch{Lambda: lambda.NewFromConfig(c.cfg)}}, nil
+	ctl := &flow.Control{Table: tbl}
+	if c.cfg.Region != "" { // clients made without a configuration (sqsworker run's console) have no Lambda
+		ctl.Sources = &esm.Switch{Lambda: lambda.NewFromConfig(c.cfg)}
+	}
+	return ctl, nil
+}
+
+// queueGate is the poller's pause check of `sqsworker run`: the queue's pause record in the job
+// table (`sqsworker pause --queue`), read at most every 5 s; nil without a table.
+func queueGate(ddb flow.DynamoDBAPI, table, queueURL string) func(context.Context) bool {
+	if table == "" {
+		return nil
+	}
+	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: table})
+	if err != nil {
+		return nil
+	}
+	return flow.QueueGate(tbl, queueURL[strings.LastIndexByte(queueURL, '/')+1:], 0)
 }
 
 // runPause pauses (pause) or resumes a kind or a queue.

@@ -206,7 +206,7 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	p, err := poller.New(poller.Config{
 		SQS: sqsClient, QueueURL: queueURL, Handler: &batchPrinter{h: pool, w: stderr},
 		BatchSize: o.batchSize, BatchWindow: o.window, Concurrency: o.concurrency,
-		InvocationTimeout: o.timeout, Logger: logger,
+		InvocationTimeout: o.timeout, Logger: logger, Paused: queueGate(b.DynamoDB(), table, queueURL),
 	})
 	if err != nil {
 		return &usageError{err}
