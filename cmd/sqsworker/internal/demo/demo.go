@@ -80,6 +80,8 @@ type Report struct {
 	Outbox *OutboxReport
 	// OutboxSkipped says why there is no PostgreSQL outbox row ("" when there is one).
 	OutboxSkipped string
+	// FlowPeak is the most webhooks of one tenant that ran at once (their limit is 1).
+	FlowPeak int
 }
 
 // Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
@@ -149,10 +151,14 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}, effects); err != nil {
 		return nil, err
 	}
+	fd, err := newFlowDemo(reg, ddb, table, opts.Logger) // flow.go: a kind limited per tenant
+	if err != nil {
+		return nil, err
+	}
 	track := newTracker()
 	h, err := worker.New(worker.Config{
 		Registry: reg, SQS: client, QueueURL: stack.QueueURL, DLQURL: stack.DLQURL,
-		Middleware: []worker.Middleware{idem}, Logger: opts.Logger, OnBatch: track.observe,
+		Middleware: []worker.Middleware{fd.mw, idem}, Logger: opts.Logger, OnBatch: track.observe,
 	})
 	if err != nil {
 		return nil, err
@@ -162,6 +168,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		return nil, err
 	}
 	if err := enqueue(ctx, client, prod, store, stack, track); err != nil {
+		return nil, err
+	}
+	if err := fd.enqueue(ctx, prod, track); err != nil {
 		return nil, err
 	}
 	later, err := enqueueLater(ctx, w, prod, sched, st, track)
@@ -224,7 +233,8 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped}
+	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped,
+		FlowPeak: fd.peakRunning()}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {
@@ -240,6 +250,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 			r.Status = &job
 		}
 	}
+	fd.fillRuns(rep.Rows)
 	dead := 0
 	for _, r := range rep.Rows {
 		if r.Outcome == worker.OutcomeDeadLettered {
@@ -263,6 +274,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Rows, rep.Outbox = append(rep.Rows, refused), orep
 	rep.Elapsed = time.Since(start)
 	rep.print(w)
+	fd.print(w)
 	orep.print(w)
 	if opts.Serve != nil {
 		serveErr := opts.Serve(runCtx, rep)
