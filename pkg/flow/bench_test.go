@@ -36,7 +36,7 @@ func BenchmarkThroughputAtLimit(b *testing.B) {
 			f.Rates = []flow.Rate{{Kind: "test.work", Limit: 20, Period: time.Second}}
 			f.MaxHold = -1
 		}},
-		{name: "concurrency 4 x 100 ms", n: 200, sleep: 100, limit: 40, flow: func(f *flow.Config) {
+		{name: "concurrency 4 x 100 ms", n: 600, sleep: 100, limit: 40, flow: func(f *flow.Config) {
 			f.Concurrency = []flow.Concurrency{{Kind: "test.work", Limit: 4}}
 		}},
 		{name: "concurrency 4 x 100 ms, no holding", n: 200, sleep: 100, limit: 40, flow: func(f *flow.Config) {

@@ -257,9 +257,17 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		switch l.kind {
 		case kindConcurrency:
 			req := SlotRequest{Name: l.name, Key: keys[i], Limit: l.limit, JobID: job.ID, LeaseUntil: lease, Now: now}
-			res, err := m.cfg.Store.AcquireSlot(ctx, req)
-			if err == nil && !res.Acquired && res.HeldUntil.IsZero() && holdUntil.After(m.cfg.Now()) {
+			var res SlotResult
+			var err error
+			if holdUntil.After(now) && m.hasWaiters(limitPK(l.name, keys[i])) {
+				// Jobs of this process already wait for this limit (it was full a moment ago):
+				// queue behind them without a write that would most likely be refused.
 				res, err = m.waitForSlot(ctx, req, holdUntil)
+			} else {
+				res, err = m.cfg.Store.AcquireSlot(ctx, req)
+				if err == nil && !res.Acquired && res.HeldUntil.IsZero() && holdUntil.After(m.cfg.Now()) {
+					res, err = m.waitForSlot(ctx, req, holdUntil)
+				}
 			}
 			if err != nil {
 				m.release(ctx, held)
@@ -673,12 +681,26 @@ func (m *Middleware) waitForSlot(ctx context.Context, req SlotRequest, holdUntil
 		}
 		m.dropWaiter(pk, w)
 		req.Now = m.cfg.Now()
+		if !peeked && ctx.Err() == nil {
+			// The wait ended: read before writing, so that a limit still full costs a read,
+			// not a refused write.
+			if free, err := m.cfg.Store.PeekSlot(ctx, req.Name, req.Key, req.Limit, req.Now); err == nil && !free {
+				return SlotResult{}, nil
+			}
+		}
 		res, err := m.cfg.Store.AcquireSlot(ctx, req)
 		if err != nil || res.Acquired || stop || !res.HeldUntil.IsZero() || !peeked || !holdUntil.After(m.cfg.Now()) {
 			return res, err
 		}
 		// Another process was quicker: wait on.
 	}
+}
+
+// hasWaiters reports whether jobs of this process wait for the limit item pk.
+func (m *Middleware) hasWaiters(pk string) bool {
+	m.waitMu.Lock()
+	defer m.waitMu.Unlock()
+	return len(m.waiters[pk]) > 0
 }
 
 // firstWaiter reports whether w is the first job of this process waiting for the limit item pk.
