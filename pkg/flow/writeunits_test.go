@@ -246,3 +246,52 @@ func getItemAfterToken(t *testing.T, tbl *flow.Table, client *dynamodb.Client, t
 	t.Logf("rate item: %d B", ddbsize.ItemSize(item))
 	return item
 }
+
+// TestMiddlewareCallsOnlyGetAndUpdate: everything the worker's middleware does (pause reads,
+// acquisitions, denials, pruning, handoffs, peeks, renewals, releases, tokens) is GetItem and
+// UpdateItem on the table, which the CDK stack's worker role already has (infra/jobqueue's
+// TestWorkerGrants): flow control needs no new grant.
+func TestMiddlewareCallsOnlyGetAndUpdate(t *testing.T) {
+	t.Parallel()
+	tbl, counter, _, _ := metered(t)
+	m, err := flow.NewMiddleware(flow.Config{Store: tbl, Lease: 3 * time.Second, MaxHold: 2 * time.Second,
+		Concurrency: []flow.Concurrency{{Kind: "k", Limit: 1}},
+		Rates:       []flow.Rate{{Kind: "k", Limit: 100, Period: time.Second, Burst: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// A dead holder to prune.
+	if _, err := tbl.AcquireSlot(ctx, flow.SlotRequest{Name: "k", Limit: 1, JobID: "DEAD", LeaseUntil: time.Now().Add(-time.Second), Now: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	inside, leave := make(chan struct{}), make(chan struct{})
+	first := make(chan error)
+	go func() {
+		first <- m.Work(ctx, info("A", "k", nil), func(context.Context) error {
+			close(inside)
+			<-leave
+			time.Sleep(1100 * time.Millisecond) // long enough for a renewal (Lease/3) and a peek
+			return nil
+		})
+	}()
+	<-inside
+	second := make(chan error)
+	go func() { second <- m.Work(ctx, info("B", "k", nil), func(context.Context) error { return nil }) }()
+	for m.Stats().Held == 0 {
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+	close(leave)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-second
+	for op := range counter.Calls() {
+		if op != "dynamodb.GetItem" && op != "dynamodb.UpdateItem" {
+			t.Errorf("the middleware called %s", op)
+		}
+	}
+	if s := m.Stats(); s.Pruned != 1 {
+		t.Errorf("stats %+v; want the dead holder pruned", s)
+	}
+}
