@@ -357,3 +357,31 @@ func TestSlotLeases(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestRateReservation: with MaxHold, a job whose token is due within it reserves the token (one
+// write) and starts when it is due, instead of being deferred; a token due later is deferred.
+func TestRateReservation(t *testing.T) {
+	t.Parallel()
+	tbl, _, _ := newTable(t)
+	clk := &clock{t: time.Now()}
+	m := newMiddleware(t, tbl, clk, func(c *flow.Config) {
+		c.Rates = []flow.Rate{{Kind: "sms.send", Limit: 4, Period: time.Second}} // a token every 250 ms
+		c.MaxHold = 400 * time.Millisecond
+	})
+	ctx := context.Background()
+	ran := 0
+	for _, id := range []string{"A", "B"} {
+		if err := m.Work(ctx, info(id, "sms.send", nil), func(context.Context) error { ran++; return nil }); err != nil {
+			t.Fatalf("job %s: %v", id, err)
+		}
+	}
+	if s := m.Stats(); ran != 2 || s.Tokens != 2 || s.Held != 1 || s.TokenDenied != 0 {
+		t.Fatalf("ran %d, stats %+v; want B to reserve the next token and wait for it", ran, s)
+	}
+	// C's token is due 500 ms from now (after B's): beyond MaxHold, so C is deferred.
+	err := m.Work(ctx, info("C", "sms.send", nil), func(context.Context) error { ran++; return nil })
+	var d *jobs.DeferError
+	if !errors.As(err, &d) || ran != 2 {
+		t.Fatalf("C: %v; want deferred", err)
+	}
+}
