@@ -134,7 +134,7 @@ func (t *Table) setPause(ctx context.Context, attr string, p Pause) error {
 		return err
 	}
 	e := newExpr()
-	_, err = t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = t.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: avS(PauseKey)},
 		UpdateExpression:          aws.String("SET " + e.n(attr) + " = " + e.v(avS(string(b)))),
@@ -166,7 +166,7 @@ func (t *Table) ResumeQueue(ctx context.Context, queue string) (bool, error) {
 func (t *Table) clearPause(ctx context.Context, attr string) (bool, error) {
 	e := newExpr()
 	a := e.n(attr)
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(t.table),
 		Key:                      map[string]types.AttributeValue{idempotency.AttrPK: avS(PauseKey)},
 		UpdateExpression:         aws.String("REMOVE " + a),

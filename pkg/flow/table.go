@@ -279,7 +279,7 @@ func (t *Table) AcquireSlot(ctx context.Context, req SlotRequest) (SlotResult, e
 			u.set = append(u.set, n+" = if_not_exists("+n+", "+e.v(avN(0))+")")
 		}
 		res.Writes++
-		_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		_, err := t.update(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           aws.String(t.table),
 			Key:                                 map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
 			UpdateExpression:                    aws.String(u.String()),
@@ -370,7 +370,7 @@ func (t *Table) ReleaseSlot(ctx context.Context, s Slot) error {
 	e := newExpr()
 	h := e.n(s.attr)
 	upd := "REMOVE " + h + " ADD " + e.n(attrHolders) + " " + e.v(avN(-1))
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
 		UpdateExpression:          aws.String(upd),
@@ -426,7 +426,7 @@ func (t *Table) HandoffSlot(ctx context.Context, s Slot, jobID string, until tim
 	old, h := e.n(s.attr), e.n(attr)
 	upd := "SET " + h + " = " + e.v(avNs(value)) + ", " + e.n(idempotency.AttrExpires) + " = " + e.v(avN(until.Add(itemTTL).Unix())) +
 		" REMOVE " + old
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
 		UpdateExpression:          aws.String(upd),
@@ -452,7 +452,7 @@ func (t *Table) RenewSlot(ctx context.Context, s Slot, until time.Time) (Slot, e
 	e := newExpr()
 	h := e.n(s.attr)
 	upd := "SET " + h + " = " + e.v(avNs(value)) + ", " + e.n(idempotency.AttrExpires) + " = " + e.v(avN(until.Add(itemTTL).Unix()))
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.update(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
 		UpdateExpression:          aws.String(upd),
@@ -558,7 +558,7 @@ func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, e
 			u.set = append(u.set, e.n(attrKey)+" = "+e.v(avS(req.Key)))
 		}
 		res.Writes++
-		out, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		out, err := t.update(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           aws.String(t.table),
 			Key:                                 map[string]types.AttributeValue{idempotency.AttrPK: avS(pk)},
 			UpdateExpression:                    aws.String(u.String()),
@@ -600,6 +600,14 @@ func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, e
 	}
 	res.Wait = time.Duration(T) * time.Microsecond // contended: try again a token later
 	return res, nil
+}
+
+// update sends one UpdateItem: every write of the flow items goes through it. Each is a single
+// conditional write that either happened or did not, so sending it again after a refusal for a
+// transaction conflict or throttling is safe: this is the one place to wrap in the shared retry
+// of the job table's writers (internal/ddbretry, once it is on this branch).
+func (t *Table) update(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return t.client.UpdateItem(ctx, in, opts...)
 }
 
 // refusal returns the item that refused a conditional write to pk: from the
