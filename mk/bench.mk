@@ -4,7 +4,7 @@
 # `kumo serve`: $KUMO_BIN when set, else a build of kumo's cmd/kumo (the version go.mod requires)
 # cached under ~/.cache/sqsworker, made here on the first run (minutes on a fresh machine). If that
 # build fails, kumoserve falls back to this module's kumod, which reaches the same server through
-# a loopback forwarder (more emulator CPU per call; the ratios still compare like with like).
+# awslocal's loopback reverse proxy (more emulator CPU per call; the ratios still compare like with like).
 #
 #   BENCH_E2E_N=5000        jobs per run
 #   BENCH_E2E_ROUNDS=3      rounds of every scenario, interleaved

@@ -29,6 +29,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
 	"github.com/sqsworker/sqsworker/internal/testenv/kumoserve"
@@ -216,7 +217,7 @@ func (b *bench) provision(ctx context.Context, sc scenario, n int) *resources {
 	r := &resources{stack: stack, n: n}
 	if sc.table != nil {
 		r.table = awslocal.UniqueName("e2e-" + sc.name)
-		if _, err := b.plainDDB.CreateTable(ctx, sc.table(r.table)); err != nil {
+		if _, err := ddbtable.Create(ctx, b.plainDDB, sc.table(r.table), ddbtable.Wait{}); err != nil {
 			t.Fatal(err)
 		}
 		if sc.name == "idem" {

@@ -258,23 +258,25 @@ func apiErrorCode(err error) string {
 // endpoint that cannot be reached, credentials AWS rejects. Other errors pass unchanged.
 func explain(err error) error {
 	var ue *usageError
-	if err == nil || errors.As(err, &ue) {
+	var de *databaseError
+	if err == nil || errors.As(err, &ue) || errors.As(err, &de) {
 		return err
 	}
+	// Only an HTTP request's failure (the SDK's, wrapped in a *url.Error) is the AWS endpoint's:
+	// another connection's (PostgreSQL's) says where it went itself.
+	var uerr *url.Error
+	isHTTP := errors.As(err, &uerr)
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if isHTTP && errors.As(err, &op) && op.Op == "dial" {
 		target := ""
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			if u, perr := url.Parse(uerr.URL); perr == nil {
-				target = " " + u.Scheme + "://" + u.Host
-			}
+		if u, perr := url.Parse(uerr.URL); perr == nil {
+			target = " " + u.Scheme + "://" + u.Host
 		}
 		return fmt.Errorf("cannot reach the AWS endpoint%s: %v\n"+
 			"  is the emulator running? Check --endpoint and AWS_ENDPOINT_URL", target, op.Err)
 	}
 	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if isHTTP && errors.As(err, &dns) {
 		return fmt.Errorf("cannot reach the AWS endpoint: %v\n  check --endpoint, AWS_ENDPOINT_URL and --region", dns)
 	}
 	switch apiErrorCode(err) {

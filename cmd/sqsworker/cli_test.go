@@ -403,6 +403,12 @@ func TestDLQGolden(t *testing.T) {
 	if err := json.Unmarshal([]byte(one), &doc); err != nil || len(doc.Messages) != 3 {
 		t.Fatalf("dlq list --output json: %v, %d messages", err, len(doc.Messages))
 	}
+	jobB := ""
+	for _, m := range doc.Messages {
+		if m.JobID == "job-b" {
+			jobB = m.MessageID
+		}
+	}
 	var out1, err1 bytes.Buffer
 	if code := run(ctx, []string{"dlq", "list", "--max", "1", "-o", "json", "--stack", stack, "--endpoint", b.URL}, &out1, &err1); code != 0 {
 		t.Fatalf("dlq list --max 1: exit %d: %s", code, err1.String())
@@ -413,6 +419,10 @@ func TestDLQGolden(t *testing.T) {
 	tr.must("dlq", "show", "job-a")
 	tr.must("dlq", "show", "job-b", "-o", "json")
 	tr.run("", "dlq", "show", "job-nope")
+	// One dead letter deleted by its message id; then it is gone.
+	tr.must("dlq", "purge", "--message", jobB)
+	tr.run("", "dlq", "purge", "--message", jobB)
+	tr.run("", "dlq", "purge", "--message", jobB, "--confirm", awslocal.DLQName(stack, false))
 	tr.must("dlq", "redrive", "--job", "job-a")
 	tr.must("status", "job-a") // its record was reset for the redrive
 	tr.must("dlq", "redrive")
@@ -422,8 +432,8 @@ func TestDLQGolden(t *testing.T) {
 	tr.must("dlq", "purge", "--confirm", awslocal.DLQName(stack, false))
 	tr.check("dlq")
 
-	if n := len(receiveAll(t, awslocal.QueueName(stack, false))); n != 3 {
-		t.Errorf("%d messages back on the job queue, want 3", n)
+	if n := len(receiveAll(t, awslocal.QueueName(stack, false))); n != 2 {
+		t.Errorf("%d messages back on the job queue, want 2 (job-b was purged)", n)
 	}
 }
 

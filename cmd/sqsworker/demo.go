@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 )
 
@@ -29,6 +30,7 @@ table of outcomes and the DLQ with the reasons.`,
 			if timeout <= 0 {
 				return &usageError{fmt.Errorf("--timeout %v: want a positive duration, such as 2m", timeout)}
 			}
+			keepRunningOnBrokenPipe()
 			opts := demo.Options{Stack: g.stack, Timeout: timeout}
 			if ui {
 				if err := uiOpts.check(); err != nil {
@@ -38,12 +40,13 @@ table of outcomes and the DLQ with the reasons.`,
 			}
 			if verbose {
 				// Debug: the worker logs successes at Debug.
-				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+				opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: logattr.DurationText}))
 			}
 			// The embedded emulator unless an endpoint is given; SQSWORKER_BACKEND is for tests.
-			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region}
+			// Listen: the emulator answers only requests addressed to this machine (see up).
+			bo := awslocal.Options{Backend: awslocal.Embedded, Region: g.region, Listen: true}
 			if endpoint := endpointOf(g); endpoint != "" {
-				bo.Backend, bo.Endpoint = awslocal.Endpoint, endpoint
+				bo.Backend, bo.Endpoint, bo.Listen = awslocal.Endpoint, endpoint, false
 			}
 			b, err := awslocal.Start(cmd.Context(), bo)
 			if err != nil {

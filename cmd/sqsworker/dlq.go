@@ -30,17 +30,16 @@ there after maxReceiveCount receives.
   list      peek at up to 10 dead letters, without removing them
   show      one job's dead letter: its reason, error, attributes and body
   redrive   move every dead letter, or one job's, back to the job queue
-  purge     delete every dead letter`,
+  purge     delete every dead letter, or one by its message id
+
+A job too large for SQS is kept in S3 and its dead letter is a pointer: every command reads
+the job's id and kind from the object (in the payload bucket, --payload-bucket or
+<stack>-payloads) when the failure attribute does not give them.`,
 		Example: `  sqsworker dlq list --stack myapp
   sqsworker dlq show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker dlq redrive --stack myapp
   sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown dlq command %q: want list, show, redrive or purge", args[0])}
-			}
-			return &usageError{errors.New("dlq needs a command: list, show, redrive or purge")}
-		},
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newDLQListCmd(g), newDLQShowCmd(g), newDLQRedriveCmd(g), newDLQPurgeCmd(g))
 	return cmd
@@ -86,15 +85,42 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 	return d, refs, nil
 }
 
-// dlqError explains the dlq package's errors: bad arguments are usage errors.
+// dlqError explains the dlq package's errors: bad arguments are usage errors; a job not found
+// says whether it may be among dead letters kept in S3 that could not be read, and why.
 func dlqError(err error, refs *stackRefs, jobID string) error {
+	var nf *dlq.NotFoundError
 	switch {
+	case errors.As(err, &nf):
+		msg := fmt.Sprintf("no job %q in the dead-letter queue %s", nf.JobID, refs.DLQName)
+		if nf.MessageID != "" {
+			msg = fmt.Sprintf("no message %q in the dead-letter queue %s (want a message id, as 'sqsworker dlq list' prints it)", nf.MessageID, refs.DLQName)
+		}
+		if nf.Unresolved > 0 {
+			msg += fmt.Sprintf(" among the dead letters it could read\n  %s: %s", keptInS3(nf.Unresolved), unreadable(nf.Cause, refs))
+		}
+		return errors.New(msg)
 	case errors.Is(err, dlq.ErrNotFound):
 		return fmt.Errorf("no job %q in the dead-letter queue %s", jobID, refs.DLQName)
 	case errors.Is(err, dlq.ErrInvalid), errors.Is(err, dlq.ErrConfirm):
 		return &usageError{err}
 	}
 	return err
+}
+
+// keptInS3 says that n dead letters keep their job in S3 and could not be read.
+func keptInS3(n int) string {
+	if n == 1 {
+		return "1 dead letter keeps its job in S3 and could not be read"
+	}
+	return fmt.Sprintf("%d dead letters keep their job in S3 and could not be read", n)
+}
+
+// unreadable says why the S3 object of a dead letter could not be read, in the CLI's words.
+func unreadable(cause error, refs *stackRefs) string {
+	if errors.Is(cause, dlq.ErrNoPayloadStore) {
+		return fmt.Sprintf("the stack has no payload bucket here (%s was not found); name it with --payload-bucket", awslocal.BucketName(refs.Name))
+	}
+	return oneLine(fmt.Sprint(cause), 200)
 }
 
 // dlqMessageJSON is a dead letter in JSON output: every key is always present.
@@ -202,19 +228,29 @@ queue, not necessarily the oldest messages.`,
 				return nil
 			}
 			tw := newTable(out)
-			fmt.Fprintln(tw, "JOB ID\tKIND\tREASON\tATTEMPTS\tFAILED AT\tERROR")
+			fmt.Fprintln(tw, "JOB ID\tKIND\tREASON\tATTEMPTS\tFAILED AT\tERROR\tMESSAGE ID")
+			var un int
+			var cause error
 			for _, m := range msgs {
 				errText := ""
 				if m.Failure != nil {
 					errText = m.Failure.Error
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(m.JobID), orDash(m.Kind), orDash(m.Reason), m.Attempts,
-					showTime(m.FailedAt), orDash(oneLine(errText, 60)))
+				if m.JobID == "" && m.Payload != nil && m.Payload.Err != nil {
+					if un++; un == 1 {
+						cause = m.Payload.Err
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(m.JobID), orDash(m.Kind), orDash(m.Reason), m.Attempts,
+					showTime(m.FailedAt), orDash(oneLine(errText, 60)), orDash(m.MessageID))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "\n%s peeked from %s; 'sqsworker dlq show JOB_ID' shows one in full\n", plural(len(msgs), "message"), refs.DLQName)
+			if un > 0 {
+				fmt.Fprintf(out, "%s (shown without a job id or kind): %s\n", keptInS3(un), unreadable(cause, refs))
+			}
 			return nil
 		},
 	}
@@ -267,7 +303,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 	fmt.Fprintf(tw, "failed at\t%s\n", showTime(m.FailedAt))
 	fmt.Fprintf(tw, "sent at\t%s\n", showTime(m.SentAt))
 	fmt.Fprintf(tw, "receives\t%d\n", m.ReceiveCount)
-	fmt.Fprintf(tw, "message id\t%s\n", m.MessageID)
+	fmt.Fprintf(tw, "message id\t%s\n", safe(m.MessageID))
 	errText, source := "", ""
 	if m.Failure != nil {
 		errText, source = m.Failure.Error, m.Failure.SourceQueue
@@ -278,12 +314,12 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 		if p.Size >= 0 {
 			size = fmt.Sprintf("%d bytes", p.Size)
 		}
-		fmt.Fprintf(tw, "payload\ts3://%s/%s (%s; the body below is its pointer)\n", p.Bucket, p.Key, size)
+		fmt.Fprintf(tw, "payload\ts3://%s/%s (%s; the body below is its pointer)\n", safe(p.Bucket), safe(p.Key), size)
 		if p.Err != nil {
 			fmt.Fprintf(tw, "\tnot readable: %s\n", oneLine(p.Err.Error(), 160))
 		}
 	}
-	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(errText, "\t", "    "), "\n"), "\n")
+	lines := textLines(errText)
 	fmt.Fprintf(tw, "error\t%s\n", orDash(lines[0]))
 	for _, l := range lines[1:] {
 		fmt.Fprintf(tw, "\t%s\n", l)
@@ -300,7 +336,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 		fmt.Fprintf(tw, "%s\t-\n", label)
 	}
 	for _, name := range names {
-		fmt.Fprintf(tw, "%s\t%s=%s\n", label, name, oneLine(m.Attributes[name], 80))
+		fmt.Fprintf(tw, "%s\t%s=%s\n", label, safe(name), oneLine(m.Attributes[name], 80))
 		label = ""
 	}
 	if err := tw.Flush(); err != nil {
@@ -311,7 +347,7 @@ func printDeadLetter(w io.Writer, m dlq.Message) error {
 	if json.Indent(&pretty, body, "  ", "  ") == nil {
 		body = pretty.Bytes()
 	}
-	_, err := fmt.Fprintf(w, "body\n  %s\n", body)
+	_, err := fmt.Fprintf(w, "body\n  %s\n", strings.Join(textLines(string(body)), "\n"))
 	return err
 }
 
@@ -434,7 +470,7 @@ moves it itself.`,
 			case g.json():
 				return writeJSON(out, doc)
 			case jobID != "":
-				fmt.Fprintf(out, "redrove job %s from %s to %s\n", jobID, doc.From, doc.To)
+				fmt.Fprintf(out, "redrove job %s from %s to %s\n", safe(jobID), doc.From, doc.To)
 			case doc.Method == dlq.MethodMoveTask && doc.Status == dlq.MoveTaskCompleted:
 				fmt.Fprintf(out, "redrove about %d of %s from %s to %s (an SQS message move task", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
 				if doc.Attached {
@@ -450,7 +486,7 @@ moves it itself.`,
 				if doc.Total > 0 {
 					fmt.Fprintf(out, "messages     about %d (in the DLQ when it started; later ones wait for the next redrive)\n", doc.Total)
 				}
-				fmt.Fprintf(out, "task handle  %s\n", doc.TaskHandle)
+				fmt.Fprintf(out, "task handle  %s\n", safe(doc.TaskHandle))
 			default:
 				fmt.Fprintf(out, "redrove %d of %s from %s to %s\n", doc.Moved, plural(doc.Total, "message"), doc.From, doc.To)
 				if doc.LeftBehind > 0 {
@@ -511,25 +547,40 @@ func redriveInterrupted(refs *stackRefs, res dlq.RedriveResult) error {
 }
 
 func newDLQPurgeCmd(g *globals) *cobra.Command {
-	var confirm string
+	var confirm, messageID string
 	var fifo, deletePayloads bool
 	cmd := &cobra.Command{
-		Use:   "purge --confirm QUEUE_NAME",
-		Short: "Delete every dead letter (asks for the DLQ's name)",
+		Use:   "purge --confirm QUEUE_NAME | --message MESSAGE_ID",
+		Short: "Delete every dead letter (asks for the DLQ's name), or one by its message id",
 		Long: `purge deletes every message of <stack>-jobs-dlq, for good. To guard against a slip, it runs
 only when --confirm repeats the dead-letter queue's name. SQS allows one purge per queue
 every 60 seconds, and the deletion may take up to 60 seconds to finish.
 
+--message deletes one dead letter instead, the one whose SQS message id 'dlq list' and 'dlq
+show' print (a body that is not a job, which has no job id, included): purge scans the DLQ for
+it, making every other message visible again at once, and deletes it. It takes no --confirm.
+
 Dead letters whose job was too large for SQS keep it in S3. --delete-payloads deletes those
 objects too: purge first reads the DLQ for their pointers, then purges, then deletes them (a
-dead letter that arrives in between leaves its object to the bucket's lifecycle rule).`,
+dead letter that arrives in between leaves its object to the bucket's lifecycle rule); with
+--message, the object of that dead letter.`,
 		Example: `  sqsworker dlq purge --confirm myapp-jobs-dlq --stack myapp
-  sqsworker dlq purge --confirm myapp-jobs-dlq.fifo --stack myapp`,
+  sqsworker dlq purge --confirm myapp-jobs-dlq.fifo --stack myapp
+  sqsworker dlq purge --message 5fea7756-0ea4-451a-a703-a558b933e274 --stack myapp`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stack, err := g.stackName(cmd)
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("message") {
+				if confirm != "" {
+					return &usageError{errors.New("dlq purge takes --confirm (the whole queue) or --message (one dead letter), not both")}
+				}
+				if strings.TrimSpace(messageID) == "" {
+					return &usageError{errors.New("--message is empty: want a dead letter's message id, as 'sqsworker dlq list' prints it")}
+				}
+				return purgeMessage(cmd, g, fifo, messageID, deletePayloads)
 			}
 			if confirm == "" {
 				return &usageError{fmt.Errorf("dlq purge needs --confirm QUEUE_NAME, the name of the dead-letter queue (%s, or %s for a FIFO stack)",
@@ -568,8 +619,58 @@ dead letter that arrives in between leaves its object to the bucket's lifecycle 
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&confirm, "confirm", "", "the dead-letter queue's name, to confirm the purge (required)")
+	cmd.Flags().StringVar(&confirm, "confirm", "", "the dead-letter queue's name, to confirm the purge (required without --message)")
+	cmd.Flags().StringVar(&messageID, "message", "", "delete only the dead letter with this SQS message id")
 	cmd.Flags().BoolVar(&deletePayloads, "delete-payloads", false, "also delete the S3 objects of the dead letters whose job is kept there")
 	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
 	return cmd
+}
+
+// purgeMessageJSON is dlq purge --message's --output json document.
+type purgeMessageJSON struct {
+	Queue     string `json:"queue"`
+	MessageID string `json:"message_id"`
+	JobID     string `json:"job_id"`
+	Kind      string `json:"kind"`
+	// PayloadDeleted is the S3 object deleted with it (--delete-payloads), "" for none.
+	PayloadDeleted string `json:"payload_deleted"`
+}
+
+// purgeMessage deletes one dead letter by its message id (dlq.DeleteMessage).
+func purgeMessage(cmd *cobra.Command, g *globals, fifo bool, messageID string, deletePayloads bool) error {
+	ctx := cmd.Context()
+	d, refs, err := openDLQ(ctx, g, cmd, fifo)
+	if err != nil {
+		return err
+	}
+	m, err := d.DeleteMessage(ctx, messageID, dlq.DeleteOptions{DeletePayload: deletePayloads})
+	if errors.Is(err, dlq.ErrInvalid) && deletePayloads {
+		return &usageError{fmt.Errorf("--delete-payloads: the stack has no payload bucket (%s); name it with --payload-bucket", awslocal.BucketName(refs.Name))}
+	}
+	if m.MessageID == "" {
+		return dlqError(err, refs, "")
+	}
+	doc := purgeMessageJSON{Queue: refs.DLQName, MessageID: m.MessageID, JobID: m.JobID, Kind: m.Kind}
+	if deletePayloads && m.Payload != nil && err == nil {
+		doc.PayloadDeleted = "s3://" + m.Payload.Bucket + "/" + m.Payload.Key
+	}
+	out := cmd.OutOrStdout()
+	if g.json() {
+		if werr := writeJSON(out, doc); werr != nil {
+			return werr
+		}
+		return err
+	}
+	job := "no job id"
+	if m.JobID != "" {
+		job = "job " + safe(m.JobID)
+		if m.Kind != "" {
+			job += " (" + safe(m.Kind) + ")"
+		}
+	}
+	fmt.Fprintf(out, "deleted dead letter %s from %s: %s\n", safe(m.MessageID), refs.DLQName, job)
+	if doc.PayloadDeleted != "" {
+		fmt.Fprintf(out, "deleted its job's object %s from S3\n", safe(doc.PayloadDeleted))
+	}
+	return err
 }

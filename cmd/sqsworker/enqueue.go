@@ -41,13 +41,17 @@ type enqueueJSON struct {
 	// Payload is the S3 object (s3://bucket/key) that holds the job's envelope when the job was
 	// too large for an SQS message.
 	Payload string `json:"payload,omitempty"`
+	// VisibleAt is when a job sent with --delay (SQS DelaySeconds, whole seconds) becomes
+	// receivable: the time SQS answered the send, by this host's clock, plus the delay. Absent
+	// without a delay and for a job that went through a schedule (ScheduledAt).
+	VisibleAt jsonTime `json:"visible_at,omitzero"`
 }
 
 func newEnqueueCmd(g *globals) *cobra.Command {
 	var (
 		key, group  string
 		role        string
-		argsFlag    string
+		argsF       argsFlag
 		delay       time.Duration
 		maxAttempts int
 		fifo        bool
@@ -70,7 +74,8 @@ When the stack has its job table, the job is also recorded there as queued, so t
 
 A FIFO queue needs --group.
 
---delay up to 15 minutes on a standard queue uses SQS DelaySeconds. A longer delay, and any
+--delay up to 15 minutes on a standard queue uses SQS DelaySeconds (rounded up to whole
+seconds): enqueue prints the time the job becomes visible to workers. A longer delay, and any
 delay on a FIFO queue, goes through a one-time EventBridge Scheduler schedule in the
 schedule group <stack>-jobs, which sends the job to the queue when it is due (within a
 minute of it): enqueue then prints the time and the schedule's name instead of a message
@@ -100,12 +105,11 @@ the local schedule dispatcher does.`,
 			if err != nil {
 				return err
 			}
-			argsText := argsFlag
 			if !cmd.Flags().Changed("args") {
-				argsText = args[1]
+				argsF.text = args[1]
 			}
 			kind := args[0]
-			raw, err := readArgsJSON(argsText, cmd.InOrStdin())
+			raw, err := argsF.read("ARGS_JSON", cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -210,6 +214,7 @@ the local schedule dispatcher does.`,
 				return err
 			}
 			res, err := p.EnqueueRaw(ctx, kind, raw, opts...)
+			sentAt := time.Now()
 			if errors.Is(err, schedule.ErrInvalid) {
 				// The job's own fault too, found by the schedule client (its size, mostly).
 				why := err.Error()
@@ -235,6 +240,8 @@ the local schedule dispatcher does.`,
 			}
 			if res.Schedule != "" {
 				doc.ScheduledAt, doc.Schedule, doc.ScheduleGroup = jsonTime(res.RunAt), res.Schedule, scheduleGroup
+			} else if delay > 0 {
+				doc.VisibleAt = jsonTime(sentAt.Add(delaySeconds(delay)).UTC())
 			}
 			if res.Payload != nil {
 				doc.Payload = res.Payload.String()
@@ -244,7 +251,7 @@ the local schedule dispatcher does.`,
 				if doc.Schedule != "" {
 					what, state = "scheduled", "scheduled"
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was %s, but not recorded as %s: %v\n", what, state, res.StatusErr)
+				fmt.Fprintf(cmd.ErrOrStderr(), "sqsworker: warning: the job was %s, but not recorded as %s: %s\n", what, state, errorText(res.StatusErr))
 			}
 			if g.json() {
 				return writeJSON(cmd.OutOrStdout(), doc)
@@ -254,7 +261,7 @@ the local schedule dispatcher does.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "idempotency key, scoped by kind (default: the job id)")
-	f.StringVar(&argsFlag, "args", "", "the job's args instead of ARGS_JSON: a JSON object, @FILE to read it from a file, or - for standard input")
+	f.Var(&argsF, "args", "instead of ARGS_JSON, "+argsFlagUsage)
 	f.DurationVar(&delay, "delay", 0, "delay the first delivery (beyond 15m, or on a FIFO queue: through an EventBridge Scheduler schedule)")
 	f.StringVar(&role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes to send scheduled jobs (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "override the kind's MaxAttempts for this job")
@@ -268,23 +275,26 @@ the local schedule dispatcher does.`,
 func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 	tw := newTable(w)
 	if doc.Schedule != "" {
-		fmt.Fprintf(tw, "scheduled\t%s for %s\n", doc.Kind, doc.Queue)
+		fmt.Fprintf(tw, "scheduled\t%s for %s\n", safe(doc.Kind), safe(doc.Queue))
 	} else {
-		fmt.Fprintf(tw, "enqueued\t%s on %s\n", doc.Kind, doc.Queue)
+		fmt.Fprintf(tw, "enqueued\t%s on %s\n", safe(doc.Kind), safe(doc.Queue))
 	}
-	fmt.Fprintf(tw, "job id\t%s\n", doc.JobID)
-	fmt.Fprintf(tw, "key\t%s\n", doc.Key)
+	fmt.Fprintf(tw, "job id\t%s\n", safe(doc.JobID))
+	fmt.Fprintf(tw, "key\t%s\n", safe(doc.Key))
 	if doc.Schedule != "" {
 		fmt.Fprintf(tw, "runs at\t%s (schedule %s in group %s)\n", showTime(time.Time(doc.ScheduledAt)), doc.Schedule, doc.ScheduleGroup)
 		fmt.Fprintf(tw, "message id\t- (the message is sent when the schedule fires)\n")
 	} else {
-		fmt.Fprintf(tw, "message id\t%s\n", doc.MessageID)
+		fmt.Fprintf(tw, "message id\t%s\n", safe(doc.MessageID))
+	}
+	if t := time.Time(doc.VisibleAt); !t.IsZero() {
+		fmt.Fprintf(tw, "visible at\t%s (SQS delivers it from then on; by this host's clock)\n", showTime(t))
 	}
 	if doc.SequenceNumber != "" {
 		fmt.Fprintf(tw, "sequence\t%s\n", doc.SequenceNumber)
 	}
 	if doc.Payload != "" {
-		fmt.Fprintf(tw, "payload\t%s (too large for an SQS message: the message points to it)\n", doc.Payload)
+		fmt.Fprintf(tw, "payload\t%s (too large for an SQS message: the message points to it)\n", safe(doc.Payload))
 	}
 	if doc.Recorded {
 		state := "queued"
@@ -294,6 +304,15 @@ func writeEnqueueTable(w io.Writer, doc enqueueJSON, table string) error {
 		fmt.Fprintf(tw, "recorded\t%s, in table %s\n", state, table)
 	}
 	return tw.Flush()
+}
+
+// delaySeconds is the delay SQS applies for --delay: DelaySeconds, the delay rounded up to
+// whole seconds (producer.WithDelay).
+func delaySeconds(d time.Duration) time.Duration {
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
 }
 
 // newJobScheduler returns the schedule client that delays the stack's jobs through EventBridge
@@ -311,9 +330,25 @@ func newJobScheduler(ctx context.Context, c *awsClients, t schedulingTarget, rol
 // limit (larger args are refused by the producer anyway).
 const maxArgsFile = payload.DefaultMaxSize
 
+// argsFlag is the --args flag of enqueue and schedules put, and enqueue's ARGS_JSON argument:
+// one parser (readArgsJSON) for a job's args given as a JSON object, "@FILE" or "-".
+type argsFlag struct{ text string }
+
+// argsFlagUsage describes what --args takes.
+const argsFlagUsage = "the job's args: a JSON object, @FILE to read it from a file, or - for standard input"
+
+func (f *argsFlag) String() string     { return f.text }
+func (f *argsFlag) Set(s string) error { f.text = s; return nil }
+func (f *argsFlag) Type() string       { return "ARGS_JSON" }
+
+// read returns the args (readArgsJSON); what names them in messages.
+func (f *argsFlag) read(what string, stdin io.Reader) ([]byte, error) {
+	return readArgsJSON(what, f.text, stdin)
+}
+
 // readArgsJSON returns the args given as ARGS_JSON or --args: the text itself, "-" for standard
-// input, "@FILE" for a file's content.
-func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
+// input, "@FILE" for a file's content. what names them in messages (ARGS_JSON, --args).
+func readArgsJSON(what, text string, stdin io.Reader) ([]byte, error) {
 	var (
 		raw  []byte
 		err  error
@@ -327,11 +362,11 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		name := text[1:]
 		from = "file " + name
 		if name == "" {
-			return nil, &usageError{errors.New("ARGS_JSON @FILE: the file name is empty")}
+			return nil, &usageError{fmt.Errorf("%s @FILE: the file name is empty", what)}
 		}
 		var f *os.File
 		if f, err = os.Open(name); err != nil {
-			return nil, &usageError{fmt.Errorf("ARGS_JSON %s: %v", text, err)}
+			return nil, &usageError{fmt.Errorf("%s %s: %v", what, text, err)}
 		}
 		defer f.Close()
 		raw, err = io.ReadAll(io.LimitReader(f, maxArgsFile+1))
@@ -339,10 +374,10 @@ func readArgsJSON(text string, stdin io.Reader) ([]byte, error) {
 		return []byte(text), nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ARGS_JSON from %s: %w", from, err)
+		return nil, fmt.Errorf("read %s from %s: %w", what, from, err)
 	}
 	if len(raw) > maxArgsFile {
-		return nil, &usageError{fmt.Errorf("ARGS_JSON on %s is larger than %d bytes, the most a job sent through S3 may be", from, maxArgsFile)}
+		return nil, &usageError{fmt.Errorf("%s on %s is larger than %d bytes, the most a job sent through S3 may be", what, from, maxArgsFile)}
 	}
 	return raw, nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -758,5 +759,36 @@ func TestCheckRoleARN(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%q: err = %v, want a usage error", bad, err)
 		}
+	}
+}
+
+// TestEnqueueDelayPrintsVisibleAt: a delay SQS applies itself (DelaySeconds) is printed as the
+// time the job becomes visible, in the table and in JSON; no delay prints none.
+func TestEnqueueDelayPrintsVisibleAt(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "visible", false)
+	tr := newTranscript(t, stack)
+	before := time.Now()
+	out := tr.must("enqueue", "email.send", `{}`, "--delay", "90500ms")
+	after := time.Now()
+	m := regexp.MustCompile(`(?m)^visible at  (\S+) \(SQS delivers it from then on; by this host's clock\)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no visible-at line:\n%s", out)
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	// DelaySeconds is whole seconds: 90.5 s is 91 s.
+	if err != nil || at.Before(before.Add(91*time.Second).Truncate(time.Millisecond)) || at.After(after.Add(91*time.Second)) {
+		t.Errorf("visible at %s (%v), want 91 s after the send, between %v and %v", m[1], err, before.Add(91*time.Second), after.Add(91*time.Second))
+	}
+	var doc enqueueJSON
+	if err := json.Unmarshal([]byte(tr.must("enqueue", "email.send", `{}`, "--delay", "2s", "-o", "json")), &doc); err != nil ||
+		time.Time(doc.VisibleAt).Before(after.Add(2*time.Second).Truncate(time.Millisecond)) {
+		t.Errorf("--delay 2s -o json: visible_at %v, %v", time.Time(doc.VisibleAt), err)
+	}
+	if out := tr.must("enqueue", "email.send", `{}`); strings.Contains(out, "visible at") {
+		t.Errorf("without --delay:\n%s", out)
+	}
+	if out := tr.must("enqueue", "email.send", `{}`, "-o", "json"); strings.Contains(out, "visible_at") {
+		t.Errorf("without --delay, JSON:\n%s", out)
 	}
 }

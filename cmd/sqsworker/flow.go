@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -283,13 +282,6 @@ func flowText(flag, s string, max int) error {
 	return nil
 }
 
-// safe escapes text that came from outside (keys, notes) for a terminal: control and bidi
-// characters and invalid UTF-8 are shown as escapes, never interpreted.
-// TODO(merge): use internal/termsafe, the CLI's shared escaping, once it is on this branch.
-func safe(s string) string {
-	q := strconv.QuoteToGraphic(s)
-	return q[1 : len(q)-1]
-}
 
 func newLimitsCmd(g *globals) *cobra.Command {
 	var typ, name string
@@ -432,10 +424,10 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 		tw := newTable(w)
 		fmt.Fprintln(tw, "PAUSED\tNAME\tSINCE\tBY\tNOTE")
 		for _, k := range p.Kinds {
-			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", k.Kind, showTime(k.At), orDash(safe(k.By)), orDash(oneLine(safe(k.Note), 60)))
+			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", k.Kind, showTime(k.At), orDash(k.By), orDash(oneLine(k.Note, 60)))
 		}
 		for _, q := range p.Queues {
-			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", q.Queue, showTime(q.At), orDash(safe(q.By)), orDash(oneLine(safe(q.Note), 60)))
+			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", q.Queue, showTime(q.At), orDash(q.By), orDash(oneLine(q.Note, 60)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -451,7 +443,7 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 	for _, l := range ls {
 		key := "(all)"
 		if l.Key != "" {
-			key = oneLine(safe(l.Key), 40)
+			key = oneLine(l.Key, 40)
 		}
 		if l.Type == flow.TypeConcurrency {
 			live := 0

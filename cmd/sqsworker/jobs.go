@@ -103,7 +103,7 @@ token of the next page: pass it with --page (and the same --status and --kind). 
 				tw := newTable(out)
 				fmt.Fprintf(tw, "JOB ID\tKIND\tKEY\t%s\tRUNS\tREASON\tUPDATED\tLAST ERROR\n", col.state("STATE"))
 				for _, j := range res.Jobs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(j.JobID), j.Kind, oneLine(j.Key, 40),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(j.JobID), orDash(j.Kind), oneLine(j.Key, 40),
 						col.state(string(j.State)), j.Runs, orDash(j.Reason), showTime(j.UpdatedAt), orDash(oneLine(j.LastError, 60)))
 				}
 				if err := tw.Flush(); err != nil {

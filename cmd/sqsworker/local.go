@@ -46,7 +46,9 @@ func startLocal(ctx context.Context, cmd *cobra.Command, g *globals, port int) (
 	if port < 0 || port > 65535 {
 		return nil, &usageError{fmt.Errorf("--port %d: want 1-65535, or 0 for any free port", port)}
 	}
-	b, err := awslocal.Start(ctx, awslocal.Options{Backend: awslocal.Embedded, Region: g.region, Port: port})
+	// Listen: on its own port (--port 0 too), answering only requests addressed to this machine,
+	// so that no web page in the developer's browser drives it (DNS rebinding, cross-site requests).
+	b, err := awslocal.Start(ctx, awslocal.Options{Backend: awslocal.Embedded, Region: g.region, Port: port, Listen: true})
 	if errors.Is(err, awslocal.ErrPortInUse) {
 		return nil, fmt.Errorf("localhost:%d is taken by another program\n  is an emulator (another `sqsworker run` or `sqsworker up`, kumo, LocalStack) serving there? "+
 			"Use it with --endpoint http://localhost:%d, or pass --port N for another port (0: any free one)", port, port)

@@ -12,10 +12,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 )
 
 // Exit codes.
@@ -43,7 +46,9 @@ type globals struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal stops up, run and demo as Ctrl-C does, their children and
+	// temporary files with them.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -66,11 +71,8 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if strings.HasPrefix(err.Error(), "unknown command ") {
 		err = &usageError{err} // cobra's, for a mistyped command name
 	}
-	if errors.Is(err, errHelpShown) {
-		return exitUsage
-	}
 	err = explain(err)
-	fmt.Fprintf(stderr, "sqsworker: %v\n", err)
+	fmt.Fprintf(stderr, "sqsworker: %s\n", errorText(err))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", commandPath(root, args))
@@ -79,9 +81,36 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	return exitError
 }
 
-// errHelpShown is returned by a command that printed its help instead of running (sqsworker
-// without a command): exit code 2, nothing more to say.
-var errHelpShown = errors.New("help shown")
+// errorText is err's message for the terminal: it may quote job data (an id, a key, an error a
+// server sent), so each line is escaped (termsafe), tabs shown as spaces.
+func errorText(err error) string {
+	return strings.Join(termsafe.Lines(strings.ReplaceAll(err.Error(), "\t", "    ")), "\n")
+}
+
+// groupRunE is the RunE of a command group (dlq, schedules, outbox): without a subcommand it
+// prints the group's help on stdout and exits 0, as the root does and as gh and other cobra
+// CLIs do; a word that names none of its subcommands is a usage error (exit 2). (cobra would
+// print the help for that too, and exit 0.)
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		return &usageError{fmt.Errorf("unknown %s command %q: want %s", cmd.Name(), args[0], orList(names))}
+	}
+	return cmd.Help()
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // commandPath returns the command line of the command args name, such as "sqsworker dlq list":
 // the root's name alone when args name no subcommand.
@@ -104,33 +133,33 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
 localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules, pause, resume, limits, and ui, the web console: on AWS by default). Every command takes another endpoint with --endpoint or
-AWS_ENDPOINT_URL: LocalStack, or an emulator, where no credentials are needed. Read
-commands print tables, or one JSON document with --output json.
+schedules, outbox, pause, resume, limits, and ui, the web console: on AWS by default). Every command takes another
+endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an emulator, where no
+credentials are needed. Read commands print tables, or one JSON document with --output json;
+tables show job data with control and bidi characters escaped (\x1b, \u202e). 'sqsworker
+version' says which build this is.
 
+A command group without a command (sqsworker, sqsworker dlq) prints its help.
 Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		Example: `  sqsworker demo                 # the whole system end to end, in-process
   sqsworker run --stack myapp --function ./functions/worker   # a local stack and its worker
   sqsworker up --stack myapp     # serve a local stack: myapp-jobs, myapp-jobs-dlq, the table
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker jobs --status dead --stack myapp --output json
+  sqsworker outbox list --state dead --stack myapp
   sqsworker pause email.send --stack myapp   # its jobs wait until 'sqsworker resume email.send'
   sqsworker limits --stack myapp  # paused kinds and queues, flow limits and their holders
-  sqsworker ui --stack myapp     # the operator web console on http://127.0.0.1:8080`,
+  sqsworker ui --stack myapp     # the operator web console on http://127.0.0.1:8080
+  sqsworker version`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Without a command: the help, on stderr, and exit code 2 (a command line that does
-		// nothing is a bad one). Args stays unset so that cobra still reports unknown commands.
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(cmd.ErrOrStderr())
-			if err := cmd.Help(); err != nil {
-				return err
-			}
-			return errHelpShown
-		},
+		// Without a command: the help, on stdout, and exit code 0, as every command group does
+		// (groupRunE). Args stays unset so that cobra still reports unknown commands (exit 2).
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	// The root runs only to print its help: its usage line is "sqsworker [command]" alone.
-	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable .HasParent}}", 1))
+	// A command group (the root included) runs only to print its help: its usage line is
+	// "sqsworker dlq [command]" alone.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
@@ -148,7 +177,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
 		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g), newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
+		newUICmd(g), newVersionCmd(g), newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
+	root.Version = readVersion(debug.ReadBuildInfo()).line()
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +66,6 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"jobs bad kind", []string{"jobs", "--status", "dead", "--kind", "A", "--stack", "s"}, `--kind: kind "A"`},
 		{"jobs argument", []string{"jobs", "dead", "--stack", "s"}, `jobs takes no arguments, got ["dead"]`},
 
-		{"dlq without command", []string{"dlq", "--stack", "s"}, "dlq needs a command: list, show, redrive or purge"},
 		{"dlq unknown command", []string{"dlq", "peek", "--stack", "s"}, `unknown dlq command "peek"`},
 		{"dlq list without stack", []string{"dlq", "list"}, "dlq list needs --stack NAME"},
 		{"dlq list bad max", []string{"dlq", "list", "--max", "11", "--stack", "s"}, "--max 11: want 1-10"},
@@ -104,36 +107,110 @@ func checkUsageErrors(t *testing.T, cases []usageCase) {
 	}
 }
 
-// TestBareCommandPrintsHelp: sqsworker without a command prints the help on stderr and exits 2.
-func TestBareCommandPrintsHelp(t *testing.T) {
+// TestBareGroupsPrintHelp: every command group without a command (the root included) prints its
+// help on stdout and exits 0, as gh and other cobra CLIs do, the same as with --help; a word
+// that is none of its commands exits 2.
+func TestBareGroupsPrintHelp(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), nil, &out, &errOut)
-	if code != exitUsage {
-		t.Errorf("exit code = %d, want %d", code, exitUsage)
-	}
-	if out.Len() > 0 {
-		t.Errorf("stdout = %q, want nothing", out.String())
-	}
-	for _, want := range []string{"Usage:\n  sqsworker [command]", "Available Commands:", "Exit codes: 0 success, 1 failure, 2 bad command line."} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"Usage:\n  sqsworker [command]", "Available Commands:", "outbox ", "version ", "Exit codes: 0 success, 1 failure, 2 bad command line."}},
+		{[]string{"dlq"}, []string{"Usage:\n  sqsworker dlq [command]", "purge "}},
+		{[]string{"schedules"}, []string{"Usage:\n  sqsworker schedules [command]", "pause ", "resume "}},
+		{[]string{"outbox"}, []string{"Usage:\n  sqsworker outbox [command]", "retry "}},
+	} {
+		bare, help := runCLI(t, tt.args...), runCLI(t, append(tt.args, "--help")...)
+		if bare.code != exitOK || bare.stderr != "" || bare.stdout != help.stdout || help.code != exitOK {
+			t.Errorf("sqsworker %v: exit %d, stderr %q; want the --help text on stdout, exit 0", tt.args, bare.code, bare.stderr)
 		}
+		for _, want := range tt.want {
+			if !strings.Contains(bare.stdout, want) {
+				t.Errorf("sqsworker %v: the help lacks %q:\n%s", tt.args, want, bare.stdout)
+			}
+		}
+		if len(tt.args) == 0 {
+			continue
+		}
+		if r := runCLI(t, append(tt.args, "nope")...); r.code != exitUsage || !strings.Contains(r.stderr, `unknown `+tt.args[0]+` command "nope"`) {
+			t.Errorf("sqsworker %v nope: exit %d, stderr %q; want exit 2, unknown command", tt.args, r.code, r.stderr)
+		}
+	}
+	if r := runCLI(t, "nope"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "nope"`) {
+		t.Errorf("sqsworker nope: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// result is what one run of the CLI printed and returned.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs sqsworker with args (no endpoint, no stack: for help and usage).
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return result{out.String(), errOut.String(), code}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "version")
+	if r.code != exitOK || !strings.Contains(r.stdout, "go         "+runtime.Version()) || !strings.Contains(r.stdout, "module     github.com/sqsworker/sqsworker") {
+		t.Errorf("version: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	first := strings.SplitN(r.stdout, "\n", 2)[0]
+	if v := runCLI(t, "--version"); v.code != exitOK || v.stdout != first+"\n" {
+		t.Errorf("--version = %q (exit %d), want the first line of version, %q", v.stdout, v.code, first)
+	}
+	var doc versionJSON
+	if j := runCLI(t, "version", "-o", "json"); j.code != exitOK || json.Unmarshal([]byte(j.stdout), &doc) != nil || doc.Go != runtime.Version() || doc.Platform != runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("version -o json: %+v (%s)", doc, j.stdout)
+	}
+	// What a build from a checkout records.
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/sqsworker/sqsworker", Version: "v1.4.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-11-30T08:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	v := readVersion(bi, true)
+	if v.Version != "v1.4.0" || v.Revision != "0123456789abcdef0123456789abcdef01234567" || !v.Modified || time.Time(v.Time).IsZero() {
+		t.Errorf("readVersion = %+v", v)
+	}
+	if got, want := v.line(), "sqsworker v1.4.0 (0123456789ab, modified, go1.26.8 "+runtime.GOOS+"/"+runtime.GOARCH+")"; got != want {
+		t.Errorf("line = %q, want %q", got, want)
+	}
+	if got := readVersion(nil, false).line(); !strings.Contains(got, "(unknown) (no revision recorded") {
+		t.Errorf("line without build info = %q", got)
 	}
 }
 
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"up", "--help"}, {"enqueue", "--help"},
-		{"status", "--help"}, {"jobs", "--help"}, {"dlq", "--help"}, {"dlq", "list", "--help"}, {"dlq", "show", "--help"},
-		{"dlq", "redrive", "--help"}, {"dlq", "purge", "--help"}, {"run", "--help"}, {"schedules", "--help"},
-		{"outbox", "--help"}, {"outbox", "relay", "--help"}, {"outbox", "migrate", "--help"}} {
+	// Every command of the tree, found by walking it, so that a new command cannot go without.
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && sub.Name() != "help" && sub.Name() != "completion" {
+				walk(sub, append(append([]string{}, path...), sub.Name()))
+			}
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard), nil)
+	if len(paths) < 25 {
+		t.Fatalf("walked %d commands", len(paths))
+	}
+	for _, path := range paths {
+		args := append(append([]string{}, path...), "--help")
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, &out, &errOut); code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
 		}
 		_, examples, ok := strings.Cut(out.String(), "Examples:\n")
-		if !ok || !strings.Contains(examples, "sqsworker "+strings.Join(args[:len(args)-1], " ")) {
+		if !ok || !strings.Contains(examples, "sqsworker "+strings.Join(path, " ")) {
 			t.Errorf("%v: help has no examples:\n%s", args, out.String())
 		}
 	}

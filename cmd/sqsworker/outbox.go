@@ -57,8 +57,7 @@ A sent job leaves the outbox: look it up with 'sqsworker status'.`,
   sqsworker outbox list --state dead --stack myapp --output json
   sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
   sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: groupRunE,
 	}
 	for _, b := range outboxBackends {
 		b.addFlags(cmd)
@@ -152,6 +151,9 @@ func newOutboxListCmd(g *globals) *cobra.Command {
 		Long: `list shows the outbox's jobs in one state, oldest first: pending (not sent yet) or
 dead (the relay gave up; 'outbox retry' sends one again). When there are more than --limit,
 the last line gives the token of the next page: pass it with --page.`,
+		Example: `  sqsworker outbox list --stack myapp
+  sqsworker outbox list --state dead --stack myapp --output json | jq -r '.entries[].id'
+  sqsworker outbox list --state dead --dsn postgres://app@db/app     # the PostgreSQL outbox`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != string(outbox.StatePending) && state != string(outbox.StateDead) {
@@ -205,13 +207,13 @@ func printOutboxList(w io.Writer, where, state string, p outbox.Page) error {
 		case e.State == outbox.StateDead:
 			next = "-"
 		case e.LockedBy != "":
-			next = "claimed by " + e.LockedBy
+			next = "claimed by " + safe(e.LockedBy)
 		}
 		lastErr := e.LastError
 		if e.Corrupt != "" {
 			lastErr = "corrupt: " + e.Corrupt
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID(), orDash(e.Message.Kind), oneLine(orDash(e.Message.Key), 32),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(e.ID()), orDash(e.Message.Kind), oneLine(orDash(e.Message.Key), 32),
 			e.Attempts, showTime(e.CreatedAt), next, oneLine(orDash(lastErr), 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -227,7 +229,13 @@ func newOutboxShowCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show JOB",
 		Short: "Show one job of the outbox: its state, attempts, last error and message",
-		Args:  exactArgs("JOB"),
+		Long: `show prints one job of the outbox, by its job id: its state (pending or dead), attempts,
+when it was created and is next due, the relay that claimed it, its last error and its
+message. A job the relay has sent is no longer in the outbox: 'sqsworker status' finds it.`,
+		Example: `  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp --output json | jq -r .last_error
+  sqsworker outbox show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --dsn postgres://app@db/app`,
+		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			insp, where, err := openOutbox(cmd, g)
 			if err != nil {
@@ -252,13 +260,13 @@ func printOutboxEntry(cmd *cobra.Command, e outbox.Entry) error {
 	tw := newTable(cmd.OutOrStdout())
 	col := colourFor(cmd.OutOrStdout())
 	m := e.Message
-	fmt.Fprintf(tw, "job id\t%s\n", e.ID())
+	fmt.Fprintf(tw, "job id\t%s\n", orDash(e.ID()))
 	fmt.Fprintf(tw, "kind\t%s\n", orDash(m.Kind))
 	fmt.Fprintf(tw, "key\t%s\n", orDash(m.Key))
 	fmt.Fprintf(tw, "state\t%s\n", col.state(string(e.State)))
 	fmt.Fprintf(tw, "queue\t%s\n", orDash(m.QueueURL))
 	if m.GroupID != "" {
-		fmt.Fprintf(tw, "group\t%s\n", m.GroupID)
+		fmt.Fprintf(tw, "group\t%s\n", safe(m.GroupID))
 	}
 	fmt.Fprintf(tw, "attempts\t%d\n", e.Attempts)
 	fmt.Fprintf(tw, "created\t%s\n", showTime(e.CreatedAt))
@@ -269,11 +277,11 @@ func printOutboxEntry(cmd *cobra.Command, e outbox.Entry) error {
 		fmt.Fprintf(tw, "run at\t%s\n", showTime(m.RunAt))
 	}
 	if e.LockedBy != "" {
-		fmt.Fprintf(tw, "claimed by\t%s until %s\n", e.LockedBy, showTime(e.LockedUntil))
+		fmt.Fprintf(tw, "claimed by\t%s until %s\n", safe(e.LockedBy), showTime(e.LockedUntil))
 	}
 	fmt.Fprintf(tw, "last error\t%s\n", orDash(strings.ReplaceAll(e.LastError, "\n", " ")))
 	if e.Corrupt != "" {
-		fmt.Fprintf(tw, "corrupt\t%s\n", e.Corrupt)
+		fmt.Fprintf(tw, "corrupt\t%s\n", oneLine(e.Corrupt, 200))
 	}
 	fmt.Fprintf(tw, "body\t%s\n", oneLine(m.Body, 200))
 	return tw.Flush()
@@ -288,6 +296,8 @@ comes back to life, and the relay's next pass (at most a minute on AWS, where th
 every minute) sends it. The job keeps its id, so the worker's idempotency still runs it once.
 A pending job that a relay has claimed is being sent: retry refuses it until the claim ends
 (clearing it would make that relay's write-back fail and the job be sent twice).`,
+		Example: `  sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker outbox retry 01JD5Q2Y7V3M8K4N6P0R2T4W6X --dsn postgres://app@db/app`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			insp, where, err := openOutbox(cmd, g)
@@ -304,7 +314,10 @@ A pending job that a relay has claimed is being sent: retry refuses it until the
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s is due now (attempts reset); the relay's next pass sends it\n", args[0])
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"job_id": args[0], "due": "now", "attempts": 0})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s is due now (attempts reset); the relay's next pass sends it\n", safe(args[0]))
 			return nil
 		},
 	}
@@ -339,9 +352,9 @@ func outboxRow(e *outbox.Entry) string {
 		return s + ")"
 	case outbox.StateDead:
 		return fmt.Sprintf("outbox\tdead: the relay gave up after %d attempts (%s); 'sqsworker outbox retry %s' sends it again",
-			e.Attempts, oneLine(e.LastError, 80), e.ID())
+			e.Attempts, oneLine(e.LastError, 80), safe(e.ID()))
 	}
-	return "outbox\t" + string(e.State)
+	return "outbox\t" + safe(string(e.State))
 }
 
 // runOutboxRelay returns the local relay of the stack's outbox for `sqsworker run` (the stream

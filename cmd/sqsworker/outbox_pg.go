@@ -103,7 +103,7 @@ func (o *pgOutboxOptions) open(ctx context.Context, cfg pgoutbox.Config) (*pgout
 	var found sql.NullString
 	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1)::text`, o.table).Scan(&found); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("look up the outbox table %s: %w", o.table, err)
+		return nil, nil, &databaseError{fmt.Errorf("look up the outbox table %s in %s: %w", o.table, describeDSN(o.connString()), err)}
 	}
 	if !found.Valid {
 		db.Close()
@@ -126,26 +126,128 @@ func (o *pgOutboxOptions) openDB(ctx context.Context) (*sql.DB, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("cannot connect to PostgreSQL at %s: %w", redactDSN(dsn), err)
+		return nil, &databaseError{fmt.Errorf("cannot connect to %s (--dsn %s): %w\n"+
+			"  is the server running and reachable from here? Check --dsn (or $%s / $%s)", describeDSN(dsn), redactDSN(dsn), err, outboxDSNEnv, databaseURLEnv)}
 	}
 	return db, nil
+}
+
+// databaseError is an error of the PostgreSQL outbox's database, already explained: explain
+// leaves it alone (a refused connection is the database's, not an AWS endpoint's).
+type databaseError struct{ err error }
+
+func (e *databaseError) Error() string { return e.err.Error() }
+func (e *databaseError) Unwrap() error { return e.err }
+
+// describeDSN names the database and host a connection string points to, for messages, such as
+// `PostgreSQL database "app" on db.example.com:5432`; never its password. It reads the URL form
+// (postgres://user:password@host:port/database?…) and the key=value form (host=… dbname=…),
+// with libpq's defaults from $PGHOST, $PGPORT, $PGDATABASE and the user name.
+func describeDSN(dsn string) string {
+	v := map[string]string{}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			v["host"], v["dbname"] = u.Host, strings.TrimPrefix(u.Path, "/")
+			if u.User != nil {
+				v["user"] = u.User.Username()
+			}
+			for k, vals := range u.Query() {
+				if len(vals) > 0 && (k == "host" || k == "port" || k == "dbname" || k == "user") {
+					v[k] = vals[len(vals)-1]
+				}
+			}
+		}
+	} else {
+		for _, kv := range keyValues(dsn) {
+			v[kv[0]] = kv[1]
+		}
+	}
+	host := firstOf(v["host"], v["hostaddr"], os.Getenv("PGHOST"))
+	port := firstOf(v["port"], os.Getenv("PGPORT"))
+	if host == "" {
+		host = "the default host (a local socket or localhost)"
+	} else if port != "" && !strings.Contains(host, ":") && !strings.HasPrefix(host, "/") {
+		host += ":" + port
+	}
+	db := firstOf(v["dbname"], os.Getenv("PGDATABASE"), v["user"], os.Getenv("PGUSER"))
+	if db == "" {
+		return "PostgreSQL on " + host
+	}
+	return fmt.Sprintf("PostgreSQL database %q on %s", db, host)
+}
+
+// keyValues parses a key=value connection string into its pairs, in order (values may be
+// single-quoted, with \' and \\ escapes).
+func keyValues(s string) [][2]string {
+	var out [][2]string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			break
+		}
+		key := strings.TrimSpace(s[:eq])
+		s = strings.TrimLeft(s[eq+1:], " ")
+		var val strings.Builder
+		if strings.HasPrefix(s, "'") {
+			i := 1
+			for ; i < len(s) && s[i] != '\''; i++ {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				val.WriteByte(s[i])
+			}
+			s = s[min(i+1, len(s)):]
+		} else {
+			end := strings.IndexAny(s, " \t\n")
+			if end < 0 {
+				end = len(s)
+			}
+			val.WriteString(s[:end])
+			s = s[end:]
+		}
+		out = append(out, [2]string{key, val.String()})
+	}
+	return out
+}
+
+// firstOf returns the first non-empty string.
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // redactDSN hides a password in a connection string, for messages.
 func redactDSN(dsn string) string {
 	if strings.Contains(dsn, "://") {
-		if u, err := url.Parse(dsn); err == nil {
-			return u.Redacted()
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "the --dsn database"
 		}
-		return "the --dsn database"
-	}
-	fields := strings.Fields(dsn) // key=value form
-	for k, f := range fields {
-		if strings.HasPrefix(f, "password=") {
-			fields[k] = "password=xxxxx"
+		if q := u.Query(); q.Has("password") { // libpq takes a password in the query too
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
 		}
+		return u.Redacted()
 	}
-	return strings.Join(fields, " ")
+	var b strings.Builder // key=value form: rebuilt without the password
+	for _, kv := range keyValues(dsn) {
+		k, v := kv[0], kv[1]
+		if k == "password" {
+			v = "xxxxx"
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		if v == "" || strings.ContainsAny(v, ` '\`) {
+			v = "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+		}
+		b.WriteString(k + "=" + v)
+	}
+	return b.String()
 }
 
 type relayOptions struct {
@@ -259,11 +361,11 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 		if refs.FIFO {
 			what = "delayed jobs (a FIFO queue has no per-message delay)"
 		}
-		fmt.Fprintf(stderr, "sqsworker: warning: no EventBridge Scheduler for %s: they will fail and end dead: %v\n", what, rerr)
+		fmt.Fprintf(stderr, "sqsworker: warning: no EventBridge Scheduler for %s: they will fail and end dead: %s\n", what, errorText(rerr))
 	}
 	// Jobs larger than an SQS message go through the stack's payload bucket, when it has one.
 	if st, err := payloadStore(ctx, c, g, stack); err != nil {
-		fmt.Fprintf(stderr, "sqsworker: warning: no payload bucket for jobs larger than an SQS message: they will fail and end dead: %v\n", err)
+		fmt.Fprintf(stderr, "sqsworker: warning: no payload bucket for jobs larger than an SQS message: they will fail and end dead: %s\n", errorText(err))
 	} else if st != nil {
 		pcfg.Payload = st
 	}
@@ -303,7 +405,7 @@ func runPGOutboxRelay(cmd *cobra.Command, g *globals, pg *pgOutboxOptions, o *re
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "relay %s: outbox %s → queue %s; draining\n", r.ID(), ob.Table(), refs.QueueName)
+		fmt.Fprintf(stdout, "relay %s: outbox %s → queue %s; draining\n", safe(r.ID()), ob.Table(), refs.QueueName)
 		st, err := r.Drain(ctx)
 		pr.flush()
 		fmt.Fprintf(stdout, "drained: %s\n", statsLine(st))

@@ -177,7 +177,7 @@ func TestOutboxUsageErrors(t *testing.T) {
 	t.Setenv(outboxDSNEnv, "")
 	t.Setenv(databaseURLEnv, "")
 	checkUsageErrors(t, []usageCase{
-		{"outbox unknown command", []string{"outbox", "peek"}, `outbox takes no arguments, got ["peek"]`},
+		{"outbox unknown command", []string{"outbox", "peek"}, `unknown outbox command "peek": want list, migrate, relay, retry or show`},
 		{"list bad state", []string{"outbox", "list", "--state", "sent", "--dsn", "postgres://x@127.0.0.1:9/x"}, `--state "sent": want pending or dead`},
 		{"list bad limit", []string{"outbox", "list", "--limit", "0", "--dsn", "postgres://x@127.0.0.1:9/x"}, "--limit 0"},
 		{"show without job", []string{"outbox", "show", "--dsn", "postgres://x@127.0.0.1:9/x"}, "outbox show needs JOB"},
@@ -198,6 +198,56 @@ func TestRedactDSN(t *testing.T) {
 	} {
 		if got := redactDSN(in); got != want {
 			t.Errorf("redactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOutboxUnreachablePostgres: a PostgreSQL outbox nobody listens for is reported as that
+// database on that host (never as an unreachable AWS endpoint), without the password.
+func TestOutboxUnreachablePostgres(t *testing.T) {
+	t.Parallel()
+	b := backend(t)
+	stack := newStack(t, "pgdown", false)
+	for _, dsn := range []string{
+		"postgres://app:s3cret@127.0.0.1:1/appdb?sslmode=disable",
+		"host=127.0.0.1 port=1 user=app password='s3cret pw' dbname=appdb sslmode=disable",
+	} {
+		for _, args := range [][]string{
+			{"outbox", "migrate"},
+			{"outbox", "list"},
+			{"outbox", "show", "01JD5Q2Y7V3M8K4N6P0R2T4W6X"},
+			{"outbox", "retry", "01JD5Q2Y7V3M8K4N6P0R2T4W6X"},
+			{"outbox", "relay", "--drain", "--stack", stack, "--endpoint", b.URL},
+		} {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append(args, "--dsn", dsn), &out, &errOut)
+			msg := errOut.String()
+			if code != exitError || !strings.Contains(msg, `PostgreSQL database "appdb" on 127.0.0.1:1`) ||
+				strings.Contains(msg, "s3cret") || strings.Contains(msg, "AWS endpoint") || !strings.Contains(msg, "connection refused") {
+				t.Errorf("%v with %q: exit %d, stderr:\n%s", args, dsn, code, msg)
+			}
+		}
+	}
+}
+
+func TestDescribeAndRedactDSN(t *testing.T) {
+	t.Setenv("PGHOST", "")
+	t.Setenv("PGPORT", "")
+	t.Setenv("PGDATABASE", "")
+	t.Setenv("PGUSER", "")
+	for _, tt := range []struct{ dsn, describe, redacted string }{
+		{"postgres://app:pw@db.example.com:5433/orders", `PostgreSQL database "orders" on db.example.com:5433`, "postgres://app:xxxxx@db.example.com:5433/orders"},
+		{"postgresql://app@db/orders?password=pw&sslmode=require", `PostgreSQL database "orders" on db`, "postgresql://app@db/orders?password=xxxxx&sslmode=require"},
+		{"postgres://app@/orders?host=/var/run/postgresql", `PostgreSQL database "orders" on /var/run/postgresql`, "postgres://app@/orders?host=/var/run/postgresql"},
+		{"postgres://app@db", `PostgreSQL database "app" on db`, "postgres://app@db"}, // the database defaults to the user's name
+		{"host=db port=5432 dbname=orders user=app password='p w\\'x'", `PostgreSQL database "orders" on db:5432`, "host=db port=5432 dbname=orders user=app password=xxxxx"},
+		{"dbname=orders", `PostgreSQL database "orders" on the default host (a local socket or localhost)`, "dbname=orders"},
+	} {
+		if got := describeDSN(tt.dsn); got != tt.describe {
+			t.Errorf("describeDSN(%q) = %s, want %s", tt.dsn, got, tt.describe)
+		}
+		if got := redactDSN(tt.dsn); got != tt.redacted {
+			t.Errorf("redactDSN(%q) = %s, want %s", tt.dsn, got, tt.redacted)
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -68,29 +68,30 @@ func showTime(t time.Time) string {
 	return t.UTC().Format(jobs.TimeLayout)
 }
 
-// orDash returns s, or "-" when it is empty.
+// Every text and table output prints job data (ids, keys, kinds, errors, attributes, bodies,
+// names read from AWS) through safe, orDash, oneLine or textLines: each escapes what a terminal
+// would act on (internal/termsafe), and escaping what is already escaped changes nothing. JSON
+// output prints the data as it is.
+
+// safe returns s with its control and bidi characters escaped visibly (termsafe.Escape).
+func safe(s string) string { return termsafe.Escape(s) }
+
+// orDash returns s escaped, or "-" when it is empty.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return termsafe.Escape(s)
 }
 
-// oneLine keeps the first line of s, at most n runes, marking a cut with "…".
-func oneLine(s string, n int) string {
-	cut := false
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-		s, cut = s[:i], true
-	}
-	s = strings.ReplaceAll(s, "\t", " ")
-	if utf8.RuneCountInString(s) > n {
-		r := []rune(s)
-		s, cut = string(r[:n-1]), true
-	}
-	if cut {
-		s += "…"
-	}
-	return s
+// oneLine keeps the first line of s, escaped, at most n runes, marking a cut with "…"
+// (termsafe.Line: the cut is made after escaping, never inside an escape or a character).
+func oneLine(s string, n int) string { return termsafe.Line(s, n) }
+
+// textLines splits multi-line text (an error with its stack, a body) into escaped lines, tabs
+// shown as four spaces.
+func textLines(s string) []string {
+	return termsafe.Lines(strings.ReplaceAll(strings.TrimRight(s, "\r\n"), "\t", "    "))
 }
 
 // jobJSON is a job record in JSON output (status, jobs): every key is always present.
@@ -144,8 +145,10 @@ func colourFor(w io.Writer) colours {
 	return colours{on: isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"}
 }
 
-// state paints a state name (or a header cell, in the default colour).
+// state paints a state name (or a header cell, in the default colour), escaped: a record's
+// state is data like any other.
 func (c colours) state(s string) string {
+	s = termsafe.Escape(s)
 	if !c.on {
 		return s
 	}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -160,3 +163,93 @@ func TestDLQRedrivePayloadNoMoveTask(t *testing.T) {
 		t.Fatalf("redriven envelope %+v, %v; want attempts_before 0", got, err)
 	}
 }
+
+// TestDLQLargeJobByID: a job too large for SQS, dead-lettered by a worker that cannot read S3
+// (reason malformed, a failure attribute without its id or kind), is listed with its id and kind,
+// shown and redriven by its id, like any other job; without the bucket, list and redrive say why
+// they cannot tell which job it is.
+func TestDLQLargeJobByID(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "bigdead", false)
+	b := backend(t)
+	ctx := context.Background()
+	// A bucket under another name than <stack>-payloads: the commands find it only when told.
+	bucket, err := awslocal.ProvisionBucket(ctx, b.S3(), stack+"-alt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(file, []byte(`{"data":"`+strings.Repeat("x", 1100<<10)+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript(t, stack)
+	out := tr.must("enqueue", "blob.store", "--args", "@"+file, "--payload-bucket", bucket)
+	id := strings.Fields(strings.Split(out, "\n")[1])[2]
+
+	// The worker without the bucket dead-letters it as malformed.
+	client := sqs.NewFromConfig(b.Config)
+	queueURL, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.QueueName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqURL, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.DLQName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := jobs.NewRegistry()
+	jobs.MustRegister(reg, jobs.WorkFunc[blobArgs](func(context.Context, *jobs.Job[blobArgs]) error { return nil }))
+	h, err := worker.New(worker.Config{Registry: reg, SQS: client, QueueURL: aws.ToString(queueURL.QueueUrl), DLQURL: aws.ToString(dlqURL.QueueUrl),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := receiveAll(t, awslocal.QueueName(stack, false))
+	if len(msgs) != 1 {
+		t.Fatalf("the queue holds %d messages", len(msgs))
+	}
+	m := msgs[0]
+	attrs := map[string]events.SQSMessageAttribute{}
+	for k, v := range m.MessageAttributes {
+		attrs[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
+	}
+	resp, err := h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId),
+		ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body), MessageAttributes: attrs,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, EventSource: "aws:sqs", AWSRegion: "us-east-1"}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the worker: %+v, %v", resp, err)
+	}
+	if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: queueURL.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without the bucket: listed without an id, and redrive --job says why.
+	tr.must("dlq", "list")
+	if _, code := tr.run("", "dlq", "redrive", "--job", id); code != exitError {
+		t.Fatalf("redrive --job without the bucket: exit %d, want 1", code)
+	}
+	// With it: listed, shown and redriven by id.
+	listed := tr.must("dlq", "list", "--payload-bucket", bucket)
+	if !strings.Contains(listed, id) || !strings.Contains(listed, "blob.store") {
+		t.Fatalf("dlq list does not name the job %s:\n%s", id, listed)
+	}
+	tr.must("dlq", "show", id, "--payload-bucket", bucket)
+	tr.must("dlq", "redrive", "--job", id, "--payload-bucket", bucket)
+	tr.must("dlq", "list", "--payload-bucket", bucket)
+	tr.buf = *bytes.NewBufferString(strings.ReplaceAll(strings.ReplaceAll(tr.buf.String(), filepath.Dir(file), "TMP"), strings.ToLower(stack), "STACK"))
+	tr.check("payload_dlq")
+
+	msgs = receiveAll(t, awslocal.QueueName(stack, false))
+	if len(msgs) != 1 {
+		t.Fatalf("after the redrive the job queue holds %d messages", len(msgs))
+	}
+	p, err := payload.ParsePointer(aws.ToString(msgs[0].Body))
+	if err != nil || p.Bucket != bucket {
+		t.Fatalf("the redriven message %.200s: %v; want a pointer into %s", aws.ToString(msgs[0].Body), err, bucket)
+	}
+}
+
+type blobArgs struct {
+	Data string `json:"data"`
+}
+
+func (blobArgs) Kind() string { return "blob.store" }

@@ -12,9 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -52,15 +56,21 @@ deadline), while the schedule dispatcher fires the stack's schedules and, when t
 an outbox table, the outbox relay (our stream poller and the sweeper) sends its jobs.
 
 --function DIR builds the Go main package DIR for this machine (go build -tags lambda.norpc);
---bootstrap PATH runs an already built executable. The function gets SQSWORKER_QUEUE_URL,
-SQSWORKER_DLQ_URL, SQSWORKER_TABLE, AWS_ENDPOINT_URL, AWS_REGION and credentials.
+--bootstrap PATH runs an already built executable. The function gets the stack's settings as
+the deployed stack gives them: SQSWORKER_QUEUE_URL, SQSWORKER_DLQ_URL, SQSWORKER_TABLE,
+SQSWORKER_SCHEDULE_GROUP and, when the stack has a payload bucket, SQSWORKER_PAYLOAD_BUCKET;
+with AWS_ENDPOINT_URL, AWS_REGION and credentials. The rest of its environment is run's own:
+set SQSWORKER_LOG_LEVEL=debug (or any other setting of docs/FUNCTIONS.md) before run.
 
 Without an endpoint it starts the embedded emulator on localhost:--port (4566 by default,
 so that AWS_ENDPOINT_URL=http://localhost:4566 reaches it from other terminals), provisions
-the stack there (as up does; FIFO queues with --fifo) and serves it while it runs; its state
-ends with the command. With an endpoint, the stack must exist there (a FIFO stack is found
-by its queue's name). One line per batch goes to stderr, with the function's output. Ctrl-C
-finishes the batches in flight, then stops.`,
+the stack there (as up --payloads does: the payload bucket <stack>-payloads or
+--payload-bucket too; FIFO queues with --fifo) and serves it while it runs; its state ends
+with the command. With an endpoint, the stack must exist there (a FIFO stack is found by its
+queue's name; its payload bucket is --payload-bucket, else <stack>-payloads when it exists).
+One line per batch goes to stderr, with the function's output. Ctrl-C (or SIGTERM, or a
+closed terminal) finishes the batches in flight, stops the function's processes, removes the
+build and says "stopped" on stderr, whether stdout is a terminal, a file or a closed pipe.`,
 		Example: `  sqsworker run --stack myapp --function ./functions/worker
   sqsworker run --stack myapp --function ./functions/worker --fifo --port 4567
   sqsworker run --stack myapp --bootstrap ./bootstrap --concurrency 4 --endpoint http://localhost:4566`,
@@ -107,29 +117,47 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 		return &usageError{fmt.Errorf("--batching-window %v: a FIFO event source has no batching window", o.window)}
 	}
 	stderr = &lockedWriter{w: stderr}
+	keepRunningOnBrokenPipe()
+	// Everything run started is stopped and removed before it says "stopped": the function's
+	// processes, the emulator, the build's directory.
+	served, err := serveFunction(ctx, g, o, cmd, stack, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if served {
+		fmt.Fprintln(stderr, "stopped")
+	}
+	return nil
+}
 
+// serveFunction is run's work between the checks of its command line and its last line: it
+// returns (true, nil) once it has served until ctx was done and has stopped everything it
+// started. Every process it starts is in a process group of its own (a Ctrl-C at the terminal
+// reaches only run, which stops them), and is stopped and reaped before it returns, whatever
+// stdout and stderr are.
+func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Command, stack string, stdout, stderr io.Writer) (bool, error) {
 	bootstrap := o.bootstrap
 	if bootstrap != "" {
 		if fi, err := os.Stat(bootstrap); err != nil {
-			return fmt.Errorf("--bootstrap: %w", err)
+			return false, fmt.Errorf("--bootstrap: %w", err)
 		} else if fi.IsDir() {
-			return fmt.Errorf("--bootstrap %s is a directory; pass the executable, or the package with --function", bootstrap)
+			return false, fmt.Errorf("--bootstrap %s is a directory; pass the executable, or the package with --function", bootstrap)
 		}
 	}
 	// The backend before the build: a taken port or a bad endpoint fails at once.
 	b, err := startLocal(ctx, cmd, g, o.port)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer b.Close()
 	if o.function != "" {
 		dir, err := os.MkdirTemp("", "sqsworker-run-")
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer os.RemoveAll(dir)
 		if bootstrap, err = buildFunction(ctx, o.function, dir); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if abs, err := filepath.Abs(bootstrap); err == nil {
@@ -137,40 +165,39 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	}
 	rie, err := lambdarun.FindRIE(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 
 	sqsClient := sqs.NewFromConfig(b.Config)
 	schedClient := scheduler.NewFromConfig(b.Config)
-	var queueURL, dlqURL, table, queueARN string
+	c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB(), s3: b.S3()}
+	st := runStack{ScheduleGroup: awslocal.ScheduleGroupName(stack)}
 	if b.Kind != awslocal.Endpoint {
-		st, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: stack, FIFO: o.fifo})
-		if err != nil {
-			return err
+		if st, err = provisionRunStack(ctx, b, g, stack, o.fifo); err != nil {
+			return false, err
 		}
-		if table, err = awslocal.ProvisionTable(ctx, b.DynamoDB(), stack); err != nil {
-			return err
-		}
-		if _, err = awslocal.ProvisionScheduleGroup(ctx, schedClient, stack); err != nil {
-			return err
-		}
-		if _, err = dynamooutbox.CreateTable(ctx, b.DynamoDB(), awslocal.OutboxTableName(stack)); err != nil {
-			return err
-		}
-		queueURL, dlqURL, queueARN = b.QueueURL(st.QueueURL), b.QueueURL(st.DLQURL), st.QueueARN
 	} else {
-		c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()}
-		if queueURL, dlqURL, table, queueARN, err = resolveRunStack(ctx, c, stack, o.fifo); err != nil {
-			return err
+		if st.QueueURL, st.DLQURL, st.Table, st.QueueARN, err = resolveRunStack(ctx, c, stack, o.fifo); err != nil {
+			return false, err
+		}
+		ps, err := payloadStore(ctx, c, g, stack)
+		if err != nil {
+			return false, err
+		}
+		if ps != nil {
+			st.PayloadBucket = ps.Bucket()
 		}
 	}
 	fmt.Fprintf(stdout, "endpoint  %s (%s)\n", b.URL, b.Kind)
-	fmt.Fprintf(stdout, "queue     %s\n", queueURL)
-	fmt.Fprintf(stdout, "dlq       %s\n", dlqURL)
-	fmt.Fprintf(stdout, "table     %s\n", table)
-	relay, err := runOutboxRelay(ctx, b, stack, queueURL, queueARN, sqsClient, schedClient, stdout, stderr)
+	fmt.Fprintf(stdout, "queue     %s\n", st.QueueURL)
+	fmt.Fprintf(stdout, "dlq       %s\n", st.DLQURL)
+	fmt.Fprintf(stdout, "table     %s\n", st.Table)
+	if st.PayloadBucket != "" {
+		fmt.Fprintf(stdout, "payloads  %s (S3 bucket)\n", st.PayloadBucket)
+	}
+	relay, err := runOutboxRelay(ctx, b, stack, st.QueueURL, st.QueueARN, sqsClient, schedClient, stdout, stderr)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if b.Kind == awslocal.Embedded {
 		fmt.Fprintf(stdout, "\nserving the embedded emulator at %s until Ctrl-C (its state ends with it). In another terminal:\n"+
@@ -179,48 +206,36 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 
 	creds, err := b.Config.Credentials.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("AWS credentials for the function: %w", err)
-	}
-	env := []string{
-		"SQSWORKER_QUEUE_URL=" + queueURL,
-		"SQSWORKER_DLQ_URL=" + dlqURL,
-		"SQSWORKER_TABLE=" + table,
-		"AWS_ENDPOINT_URL=" + b.URL,
-		"AWS_REGION=" + b.Config.Region,
-		"AWS_DEFAULT_REGION=" + b.Config.Region,
-		"AWS_ACCESS_KEY_ID=" + creds.AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY=" + creds.SecretAccessKey,
-		"AWS_SESSION_TOKEN=" + creds.SessionToken,
-		"AWS_LAMBDA_FUNCTION_NAME=" + stack + "-worker",
+		return false, fmt.Errorf("AWS credentials for the function: %w", err)
 	}
 	pool, err := lambdarun.Start(ctx, lambdarun.Function{
-		Bootstrap: bootstrap, Env: env, RIE: rie, Timeout: o.timeout,
+		Bootstrap: bootstrap, Env: functionEnv(st, b.URL, b.Config.Region, creds, stack), RIE: rie, Timeout: o.timeout,
 		Output: &reportFilter{w: stderr},
 	}, o.concurrency)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer pool.Close()
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p, err := poller.New(poller.Config{
-		SQS: sqsClient, QueueURL: queueURL, Handler: &batchPrinter{h: pool, w: stderr},
+		SQS: sqsClient, QueueURL: st.QueueURL, Handler: &batchPrinter{h: pool, w: stderr},
 		BatchSize: o.batchSize, BatchWindow: o.window, Concurrency: o.concurrency,
-		InvocationTimeout: o.timeout, Logger: logger, Paused: queueGate(b.DynamoDB(), table, queueURL),
+		InvocationTimeout: o.timeout, Logger: logger, Paused: queueGate(b.DynamoDB(), st.Table, st.QueueURL),
 	})
 	if err != nil {
-		return &usageError{err}
+		return false, &usageError{err}
 	}
 	d, err := schedule.NewDispatcher(schedule.DispatcherConfig{
-		Scheduler: schedClient, SQS: sqsClient, Group: awslocal.ScheduleGroupName(stack), Logger: logger,
+		Scheduler: schedClient, SQS: sqsClient, Group: st.ScheduleGroup, Logger: logger,
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	stopUI, err := startRunUI(ctx, o, &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqsClient, ddb: b.DynamoDB()},
-		stack, o.fifo, queueURL, dlqURL, table, stdout, stderr)
+		stack, o.fifo, st.QueueURL, st.DLQURL, st.Table, stdout, stderr)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer stopUI()
 	fmt.Fprintf(stderr, "running %s: %d instance(s), batches of up to %d, timeout %v; Ctrl-C to stop\n",
@@ -235,11 +250,97 @@ func runFunction(cmd *cobra.Command, g *globals, o *runOptions) error {
 	err = p.Run(ctx) // returns once ctx is done and the batches in flight are settled
 	stopDispatcher()
 	wg.Wait()
+	return err == nil, err
+}
+
+// runStack is the stack run serves: its resources and the settings they make for the function.
+type runStack struct {
+	QueueURL, DLQURL, QueueARN string
+	Table                      string
+	ScheduleGroup              string
+	// PayloadBucket is the bucket of jobs larger than SQS allows ("" when the stack has none).
+	PayloadBucket string
+}
+
+// provisionRunStack provisions the stack on run's own emulator, as `up --payloads` does (FIFO
+// queues with fifo): the queues, the job table, the schedule group, the outbox table and the
+// payload bucket (--payload-bucket, or <stack>-payloads).
+func provisionRunStack(ctx context.Context, b *awslocal.Backend, g *globals, stack string, fifo bool) (runStack, error) {
+	st := runStack{ScheduleGroup: awslocal.ScheduleGroupName(stack)}
+	q, err := awslocal.Provision(ctx, sqs.NewFromConfig(b.Config), awslocal.StackOptions{Name: stack, FIFO: fifo})
 	if err != nil {
-		return err
+		return st, err
 	}
-	fmt.Fprintln(stderr, "stopped")
-	return nil
+	st.QueueURL, st.DLQURL, st.QueueARN = b.QueueURL(q.QueueURL), b.QueueURL(q.DLQURL), q.QueueARN
+	if st.Table, err = awslocal.ProvisionTable(ctx, b.DynamoDB(), stack); err != nil {
+		return st, err
+	}
+	if st.ScheduleGroup, err = awslocal.ProvisionScheduleGroup(ctx, scheduler.NewFromConfig(b.Config), stack); err != nil {
+		return st, err
+	}
+	if _, err = dynamooutbox.CreateTable(ctx, b.DynamoDB(), awslocal.OutboxTableName(stack)); err != nil {
+		return st, err
+	}
+	st.PayloadBucket, err = provisionPayloadBucket(ctx, b, g, stack)
+	return st, err
+}
+
+// provisionPayloadBucket creates the stack's payload bucket: --payload-bucket, or
+// <stack>-payloads. A bucket that exists already is fine.
+func provisionPayloadBucket(ctx context.Context, b *awslocal.Backend, g *globals, stack string) (string, error) {
+	if g.payloadBucket == "" {
+		return awslocal.ProvisionBucket(ctx, b.S3(), stack)
+	}
+	_, err := b.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(g.payloadBucket)})
+	var owned *s3types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return "", fmt.Errorf("create bucket %s: %w", g.payloadBucket, err)
+	}
+	return g.payloadBucket, nil
+}
+
+// The worker's settings (functions/internal/config, docs/FUNCTIONS.md) as run gives them.
+var (
+	// runStackEnv are set from the stack, as the CDK stack sets them on the deployed worker
+	// (infra/jobqueue: worker.go, payload.go); run's values win over its own environment's.
+	runStackEnv = []string{
+		"SQSWORKER_QUEUE_URL", "SQSWORKER_DLQ_URL", "SQSWORKER_TABLE",
+		"SQSWORKER_SCHEDULE_GROUP",
+		"SQSWORKER_PAYLOAD_BUCKET", // when the stack has a payload bucket
+	}
+	// runShellEnv keep the worker's defaults unless run's own environment sets them (the function
+	// inherits it), as the CDK stack keeps them unless its props set them: the log level, the
+	// concurrency and deadline margin, the table layout (the tables up and run create are by-id,
+	// the default), SQSWORKER_EXPECT_RECORDS (the stack sets it with the HTTP API, which a local
+	// stack has not) and the payload cleanup (the stack's "mark" needs the expiry rule of its
+	// bucket; a local bucket has none, so "delete", the default, keeps it empty).
+	runShellEnv = []string{
+		"SQSWORKER_LOG_LEVEL", "SQSWORKER_CONCURRENCY", "SQSWORKER_DEADLINE_MARGIN",
+		"SQSWORKER_TABLE_LAYOUT", "SQSWORKER_EXPECT_RECORDS", "SQSWORKER_PAYLOAD_CLEANUP",
+	}
+)
+
+// functionEnv is the environment run adds to the function's (which is run's own): the stack's
+// settings (runStackEnv), the endpoint, the region, the credentials and the function's name.
+func functionEnv(st runStack, endpoint, region string, creds aws.Credentials, stack string) []string {
+	env := []string{
+		"SQSWORKER_QUEUE_URL=" + st.QueueURL,
+		"SQSWORKER_DLQ_URL=" + st.DLQURL,
+		"SQSWORKER_TABLE=" + st.Table,
+		"SQSWORKER_SCHEDULE_GROUP=" + st.ScheduleGroup,
+	}
+	if st.PayloadBucket != "" {
+		env = append(env, "SQSWORKER_PAYLOAD_BUCKET="+st.PayloadBucket)
+	}
+	return append(env,
+		"AWS_ENDPOINT_URL="+endpoint,
+		"AWS_REGION="+region,
+		"AWS_DEFAULT_REGION="+region,
+		"AWS_ACCESS_KEY_ID="+creds.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey,
+		"AWS_SESSION_TOKEN="+creds.SessionToken,
+		"AWS_LAMBDA_FUNCTION_NAME="+stack+"-worker",
+	)
 }
 
 // resolveRunStack finds the stack at an endpoint for run: its queue, DLQ and job table, and the
@@ -270,7 +371,15 @@ func buildFunction(ctx context.Context, dir, out string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", bin, pkg)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
+	// go build runs the compiler and the linker as its children: in a group of their own, all
+	// of them are killed when ctx is done (a Ctrl-C during the build).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("build --function %s: interrupted", dir)
+		}
 		return "", fmt.Errorf("build --function %s: %v\n%s", dir, err, strings.TrimSpace(output.String()))
 	}
 	return bin, nil

@@ -171,7 +171,7 @@ func checkPrintedQueues(t *testing.T, stdout string) {
 func buildEchoFn(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, "../../internal/lambdarun/testdata/echofn")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, "./internal/lambdarun/testdata/echofn")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build echofn: %v\n%s", err, b)
 	}
@@ -260,7 +260,7 @@ func TestRunEndToEnd(t *testing.T) {
 
 func TestRunUsageAndBuildErrors(t *testing.T) {
 	t.Parallel()
-	bad := "../../internal/lambdarun/testdata/badfn"
+	bad := "./internal/lambdarun/testdata/badfn"
 	for _, tt := range []struct {
 		name string
 		args []string

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,21 @@ func TestRunRealWorkerEndToEnd(t *testing.T) {
 		t.Errorf("dead letter = %+v", found)
 	}
 	running.stopCleanly()
+	logs := running.stderr.String()
+	// Durations read as durations ("visibility":"2.3s"), not nanoseconds: the retries logged
+	// the visibility their backoff set.
+	if m := regexp.MustCompile(`"(visibility|duration|backoff|deadline_margin|waited)":-?[0-9]`).FindString(logs); m != "" {
+		t.Errorf("a duration logged as a number: %s", m)
+	}
+	for _, want := range []string{`"deadline_margin":"2s"`, `"visibility":"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the function's logs lack %s:\n%s", want, logs)
+		}
+	}
+	// The stop run caused is not reported as a warning.
+	if strings.Contains(logs, "SandboxTerminated") {
+		t.Errorf("the RIE's warning about the stop run caused is shown:\n%s", logs)
+	}
 	// The function talks to an emulator: the SDK has nothing to warn about (it warned twice per
 	// job when the function's DynamoDB client checked the CRC32 header emulators do not send).
 	for _, line := range strings.Split(running.stderr.String(), "\n") {

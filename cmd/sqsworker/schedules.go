@@ -23,7 +23,7 @@ import (
 func newSchedulesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "Create, list, show and delete a stack's recurring schedules",
+		Short: "Create, list, show, pause, resume and delete a stack's recurring schedules",
 		Long: `schedules works on the stack's recurring schedules: the EventBridge Scheduler schedules
 in the schedule group <stack>-jobs whose target is the stack's job queue and which enqueue
 a job on every occurrence of a cron(…) or rate(…) expression (schedule.Client.Upsert
@@ -33,6 +33,8 @@ left out.
   put       create a schedule, or replace the one of that name (idempotent)
   list      every recurring schedule: expression, state, kind and next occurrence
   show      one schedule: its expression, time zone, bounds and the job it enqueues
+  pause     stop one schedule from firing, keeping everything else
+  resume    let a paused schedule fire again
   delete    delete one schedule (the jobs it already enqueued stay queued)
 
 The embedded emulator and LocalStack store schedules but never fire them: the local
@@ -41,15 +43,13 @@ schedule dispatcher (schedule.Dispatcher) fires them there; 'sqsworker run' and
 		Example: `  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --args '{"period":"day"}' --stack myapp
   sqsworker schedules list --stack myapp
   sqsworker schedules show nightly-report --stack myapp --output json
+  sqsworker schedules pause nightly-report --stack myapp
+  sqsworker schedules resume nightly-report --stack myapp
   sqsworker schedules delete nightly-report --stack myapp`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown schedules command %q: want put, list, show or delete", args[0])}
-			}
-			return &usageError{errors.New("schedules needs a command: put, list, show or delete")}
-		},
+		RunE: groupRunE,
 	}
-	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesDeleteCmd(g))
+	cmd.AddCommand(newSchedulesPutCmd(g), newSchedulesListCmd(g), newSchedulesShowCmd(g), newSchedulesPauseCmd(g, true),
+		newSchedulesPauseCmd(g, false), newSchedulesDeleteCmd(g))
 	return cmd
 }
 
@@ -274,7 +274,7 @@ there is none; a rate without a start date counts from the schedule's creation).
 			tw := newTable(out)
 			fmt.Fprintln(tw, "NAME\tEXPRESSION\tTIMEZONE\tSTATE\tKIND\tNEXT RUN")
 			for _, r := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Expression, r.Timezone, scheduleState(r), r.Kind, showTime(nextRun(r, now)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.Name), safe(r.Expression), safe(r.Timezone), scheduleState(r), safe(r.Kind), showTime(nextRun(r, now)))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -321,26 +321,26 @@ NAME@<scheduled time>, so that a retried delivery of one occurrence runs once.`,
 // writeSchedule prints one recurring schedule as show does.
 func writeSchedule(w io.Writer, group string, r schedule.Recurring, j scheduleJSON) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "name\t%s\n", j.Name)
-	fmt.Fprintf(tw, "group\t%s\n", group)
-	fmt.Fprintf(tw, "expression\t%s\n", j.Expression)
-	fmt.Fprintf(tw, "timezone\t%s\n", j.Timezone)
+	fmt.Fprintf(tw, "name\t%s\n", safe(j.Name))
+	fmt.Fprintf(tw, "group\t%s\n", safe(group))
+	fmt.Fprintf(tw, "expression\t%s\n", safe(j.Expression))
+	fmt.Fprintf(tw, "timezone\t%s\n", safe(j.Timezone))
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	fmt.Fprintf(tw, "start\t%s\n", showTime(r.Start))
 	fmt.Fprintf(tw, "end\t%s\n", showTime(r.End))
 	fmt.Fprintf(tw, "flexible window\t%s\n", orDash(j.FlexibleWindow))
 	fmt.Fprintf(tw, "next run\t%s\n", showTime(time.Time(j.NextRun)))
 	fmt.Fprintf(tw, "description\t%s\n", orDash(oneLine(j.Description, 100)))
-	fmt.Fprintf(tw, "job kind\t%s\n", j.Kind)
+	fmt.Fprintf(tw, "job kind\t%s\n", safe(j.Kind))
 	fmt.Fprintf(tw, "job args\t%s\n", oneLine(string(j.Args), 200))
-	fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", j.Name)
+	fmt.Fprintf(tw, "job key\t%s@<scheduled time>\n", safe(j.Name))
 	if j.MaxAttempts > 0 {
 		fmt.Fprintf(tw, "max attempts\t%d\n", j.MaxAttempts)
 	} else {
 		fmt.Fprintf(tw, "max attempts\t- (the kind's)\n")
 	}
 	if j.GroupID != "" {
-		fmt.Fprintf(tw, "message group\t%s\n", j.GroupID)
+		fmt.Fprintf(tw, "message group\t%s\n", safe(j.GroupID))
 	}
 	return tw.Flush()
 }
@@ -371,6 +371,56 @@ that is not a recurring job schedule of the stack's queue is left alone (exit co
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted recurring schedule %s from schedule group %s\n", args[0], refs.group)
 			return nil
+		},
+	}
+}
+
+// newSchedulesPauseCmd returns schedules pause (pause true) or schedules resume.
+func newSchedulesPauseCmd(g *globals, pause bool) *cobra.Command {
+	use, short, long, done := "pause", "Stop a recurring schedule from firing, keeping everything else",
+		`pause disables the recurring schedule NAME: no occurrence enqueues a job until 'sqsworker
+schedules resume NAME'. Everything else about it stays as it is: its expression, time zone,
+bounds, flexible window, description and the job it enqueues (kind, args, attempts, group),
+unlike 'schedules put --disabled', which replaces the schedule with what its flags say.
+Pausing a paused schedule changes nothing. Jobs it already enqueued stay queued.`, "paused"
+	if !pause {
+		use, short, long, done = "resume", "Let a paused recurring schedule fire again",
+			`resume enables the recurring schedule NAME again, keeping everything else about it, as
+'schedules pause' does; its next occurrence enqueues a job (on an emulator, when the local
+dispatcher of 'sqsworker run' or 'sqsworker demo' fires it). Resuming an enabled schedule
+changes nothing.`, "resumed"
+	}
+	return &cobra.Command{
+		Use:     use + " NAME",
+		Short:   short,
+		Long:    long,
+		Example: "  sqsworker schedules " + use + " nightly-report --stack myapp\n  sqsworker schedules " + use + " nightly-report --stack myapp --output json",
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScheduleName(args[0]); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			refs, err := openSchedules(ctx, g, cmd)
+			if err != nil {
+				return err
+			}
+			var r schedule.Recurring
+			if pause {
+				r, err = refs.client.Pause(ctx, args[0])
+			} else {
+				r, err = refs.client.Resume(ctx, args[0])
+			}
+			if err != nil {
+				return scheduleError(err, refs, args[0])
+			}
+			j := toScheduleJSON(r, time.Now())
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), j)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s recurring schedule %s in schedule group %s\n\n", done, args[0], refs.group)
+			return writeSchedule(out, refs.group, r, j)
 		},
 	}
 }

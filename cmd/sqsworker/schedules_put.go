@@ -25,7 +25,8 @@ const needScheduleRole = "a recurring schedule needs the IAM role EventBridge Sc
 func newSchedulesPutCmd(g *globals) *cobra.Command {
 	var (
 		r          schedule.Recurring
-		args, role string
+		argsF      = argsFlag{text: "{}"}
+		role       string
 		start, end string
 	)
 	cmd := &cobra.Command{
@@ -43,9 +44,15 @@ minutes|hours|days), or at(yyyy-mm-ddThh:mm:ss) for one occurrence. It is checke
 other flag, before any AWS call; cron and at expressions are read in --timezone.
 
 --start and --end bound the occurrences (RFC 3339 times, such as 2027-01-01T00:00:00Z); a
-rate counts its periods from --start, or from the schedule's creation. On a FIFO queue every
-job needs --group. A schedule of that name that is not a recurring job schedule of the
-stack's queue is left alone (exit code 1).
+rate counts its periods from --start, or from the schedule's creation (the embedded emulator
+cannot take start or end dates from the Go SDK; AWS and LocalStack can). On a FIFO queue
+every job needs --group. --args takes the job's args as JSON, @FILE or - (standard input), as
+enqueue does. A schedule of that name that is not a recurring job schedule of the stack's
+queue is left alone (exit code 1).
+
+put replaces every setting: to stop a schedule from firing, and start it again, without
+changing anything else, use 'schedules pause' and 'schedules resume'; --disabled creates (or
+replaces) a schedule that does not fire.
 
 On AWS the scheduler assumes the role given by --scheduler-role (default:
 $SQSWORKER_SCHEDULER_ROLE_ARN, else the CloudFormation stack's output JobsSchedulerRoleArn),
@@ -53,13 +60,16 @@ and names the stack's scheduler DLQ <stack>-jobs-scheduler-dlq, when it exists, 
 firings it cannot deliver. Emulators store schedules but never fire them: 'sqsworker run'
 and 'sqsworker demo' run the local dispatcher that does.`,
 		Example: `  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --args '{"period":"day"}' --stack myapp
-  sqsworker schedules put rollup --expression 'rate(15 minutes)' --kind metrics.rollup --stack myapp
+  sqsworker schedules put rollup --expression 'rate(15 minutes)' --kind metrics.rollup --args @rollup.json --stack myapp
   sqsworker schedules put payroll --expression 'cron(0 9 L * ? *)' --timezone Europe/Berlin --kind payroll.run \
-    --start 2027-01-01T00:00:00Z --max-attempts 3 --stack myapp
-  sqsworker schedules put nightly-report --expression 'cron(0 2 * * ? *)' --kind report.build --disabled --stack myapp`,
+    --max-attempts 3 --description 'the last day of each month, 09:00 in Berlin' --stack myapp`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			r.Name = argv[0]
+			args, err := argsF.read("--args", cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			if err := checkRecurring(cmd, &r, args, start, end, role); err != nil {
 				return err
 			}
@@ -101,7 +111,7 @@ and 'sqsworker demo' run the local dispatcher that does.`,
 	f := cmd.Flags()
 	f.StringVar(&r.Expression, "expression", "", "cron(…), rate(…) or at(…), with EventBridge Scheduler's syntax (required)")
 	f.StringVar(&r.Kind, "kind", "", "the kind of the job each occurrence enqueues (required)")
-	f.StringVar(&args, "args", "{}", "the job's arguments, a JSON object")
+	f.Var(&argsF, "args", argsFlagUsage)
 	f.StringVar(&r.Timezone, "timezone", "UTC", "the IANA time zone cron and at expressions are read in, such as Europe/Paris")
 	f.StringVar(&start, "start", "", "no occurrence before this RFC 3339 time")
 	f.StringVar(&end, "end", "", "no occurrence at or after this RFC 3339 time")
@@ -142,9 +152,9 @@ func fieldUsageError(cmd *cobra.Command, err error) error {
 // checkRecurring fills the schedule's fields from the flags and checks them before any AWS
 // call with schedule.CheckRecurring, the check Upsert and the console make; what is the
 // command line's own (the times' syntax, a flag given empty, the role) is checked here.
-func checkRecurring(cmd *cobra.Command, r *schedule.Recurring, args, start, end, role string) error {
+func checkRecurring(cmd *cobra.Command, r *schedule.Recurring, args []byte, start, end, role string) error {
 	bad := func(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
-	r.Args = []byte(args)
+	r.Args = args
 	for _, t := range []struct {
 		flag, value string
 		into        *time.Time

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -129,7 +131,6 @@ func TestSchedulesErrors(t *testing.T) {
 func TestSchedulesUsageErrors(t *testing.T) {
 	t.Parallel()
 	checkUsageErrors(t, []usageCase{
-		{"without command", []string{"schedules", "--stack", "s"}, "schedules needs a command: put, list, show or delete"},
 		{"unknown command", []string{"schedules", "rm", "x", "--stack", "s"}, `unknown schedules command "rm"`},
 		{"put without name", []string{"schedules", "put", "--expression", "rate(1 hour)", "--kind", "a.b", "--stack", "s"}, "schedules put needs NAME"},
 		{"put without stack", []string{"schedules", "put", "n", "--expression", "rate(1 hour)", "--kind", "a.b"}, "schedules put needs --stack NAME"},
@@ -306,5 +307,62 @@ func TestSchedulesPutFIFOAndEmulatorGaps(t *testing.T) {
 	out, code = cli(std, "schedules", "put", "later", "--expression", "rate(1 hour)", "--kind", "a.b", "--start", "2030-01-01T00:00:00Z")
 	if code != exitError || !strings.Contains(out, "the embedded emulator cannot take start or end dates") {
 		t.Errorf("--start on the emulator: exit %d: %s", code, out)
+	}
+}
+
+// TestSchedulesPauseResumeAndArgsFile: schedules put reads --args from a file or standard input
+// as enqueue does; pause and resume change the state and keep the args, description and attempt
+// budget (a put --disabled would replace them).
+func TestSchedulesPauseResumeAndArgsFile(t *testing.T) {
+	t.Parallel()
+	stack, _, _ := newScheduleStack(t)
+	file := filepath.Join(t.TempDir(), "weekly.json")
+	if err := os.WriteFile(file, []byte(`{"period":"week","to":["ops@example.com"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript(t, stack)
+	show := func(name string) scheduleJSON {
+		t.Helper()
+		var j scheduleJSON
+		if out := tr.must("schedules", "show", name, "-o", "json"); json.Unmarshal([]byte(out), &j) != nil {
+			t.Fatalf("schedules show %s: %s", name, out)
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, j.Args); err != nil {
+			t.Fatal(err)
+		}
+		j.Args = c.Bytes()
+		return j
+	}
+	tr.must("schedules", "put", "weekly", "--expression", "rate(7 days)", "--kind", "report.build", "--args", "@"+file,
+		"--description", "the weekly report", "--max-attempts", "3")
+	if j := show("weekly"); string(j.Args) != `{"period":"week","to":["ops@example.com"]}` {
+		t.Fatalf("--args @FILE: args %s", j.Args)
+	}
+	if _, code := tr.run(`{"period":"day"}`, "schedules", "put", "daily", "--expression", "rate(1 day)", "--kind", "report.build", "--args", "-"); code != 0 {
+		t.Fatalf("--args -: exit %d\n%s", code, tr.buf.String())
+	}
+	if j := show("daily"); string(j.Args) != `{"period":"day"}` {
+		t.Fatalf("--args -: args %s", j.Args)
+	}
+	if _, code := tr.run("", "schedules", "put", "x", "--expression", "rate(1 day)", "--kind", "a.b", "--args", "@"+file+".missing"); code != exitUsage {
+		t.Errorf("--args @missing: exit %d, want 2", code)
+	}
+
+	tr.must("schedules", "pause", "weekly")
+	if j := show("weekly"); j.State != "disabled" || string(j.Args) != `{"period":"week","to":["ops@example.com"]}` ||
+		j.Description != "the weekly report" || j.MaxAttempts != 3 || j.Expression != "rate(7 days)" {
+		t.Errorf("after pause: %+v", j)
+	}
+	tr.must("schedules", "pause", "weekly") // already paused: nothing changes
+	tr.must("schedules", "resume", "weekly", "-o", "json")
+	if j := show("weekly"); j.State != "enabled" || string(j.Args) != `{"period":"week","to":["ops@example.com"]}` || j.MaxAttempts != 3 {
+		t.Errorf("after resume: %+v", j)
+	}
+	if _, code := tr.run("", "schedules", "pause", "nope"); code != exitError || !strings.Contains(tr.buf.String(), `no recurring schedule "nope"`) {
+		t.Errorf("pause of a missing schedule: exit %d\n%s", code, tr.buf.String())
+	}
+	if _, code := tr.run("", "schedules", "resume", "bad name!"); code != exitUsage {
+		t.Errorf("resume of a bad name: exit %d, want 2", code)
 	}
 }

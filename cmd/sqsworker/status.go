@@ -99,7 +99,7 @@ which lags writes by up to about a second.`,
 				rows = append(rows, outboxRow(ob))
 			}
 			if pl != nil {
-				rows = append(rows, fmt.Sprintf("payload\ts3://%s/%s (%d bytes: the job is too large for an SQS message)", pl.Bucket, pl.Key, pl.Size))
+				rows = append(rows, fmt.Sprintf("payload\ts3://%s/%s (%d bytes: the job is too large for an SQS message)", safe(pl.Bucket), safe(pl.Key), pl.Size))
 			}
 			return printJob(cmd, j, rows...)
 		},
@@ -140,12 +140,12 @@ func printJob(cmd *cobra.Command, j status.Job, rows ...string) error {
 		state += " (expired: the record no longer counts)"
 	}
 	fmt.Fprintf(tw, "job id\t%s\n", orDash(j.JobID))
-	fmt.Fprintf(tw, "kind\t%s\n", j.Kind)
-	fmt.Fprintf(tw, "key\t%s\n", j.Key)
+	fmt.Fprintf(tw, "kind\t%s\n", safe(j.Kind))
+	fmt.Fprintf(tw, "key\t%s\n", safe(j.Key))
 	fmt.Fprintf(tw, "state\t%s\n", state)
 	fmt.Fprintf(tw, "reason\t%s\n", orDash(j.Reason))
 	fmt.Fprintf(tw, "runs\t%d\n", j.Runs)
-	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(j.LastError, "\t", "    "), "\n"), "\n")
+	lines := textLines(j.LastError)
 	fmt.Fprintf(tw, "last error\t%s\n", orDash(lines[0]))
 	for _, l := range lines[1:] {
 		fmt.Fprintf(tw, "\t%s\n", l)
@@ -159,7 +159,7 @@ func printJob(cmd *cobra.Command, j status.Job, rows ...string) error {
 		fmt.Fprintf(tw, "run at\t%s\n", showTime(j.RunAt))
 	}
 	if j.Result != "" {
-		fmt.Fprintf(tw, "result\t%s\n", j.Result)
+		fmt.Fprintf(tw, "result\t%s\n", safe(j.Result))
 	}
 	fmt.Fprintf(tw, "updated\t%s\n", showTime(j.UpdatedAt))
 	fmt.Fprintf(tw, "expires\t%s\n", showTime(j.ExpiresAt))

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sqsworker/sqsworker/cmd/sqsworker/internal/demo"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
@@ -30,6 +31,9 @@ import (
 
 // uiTokenEnv names the environment variable that gives --token its default.
 const uiTokenEnv = "SQSWORKER_UI_TOKEN"
+
+// signInLinkFor is how long the one-time sign-in link `ui` prints works, unused.
+const signInLinkFor = time.Hour
 
 // uiOptions are the console's flags, shared by ui, demo --ui and run --ui.
 type uiOptions struct {
@@ -68,8 +72,9 @@ chain, or on an emulator with --endpoint.
 
 Reading needs nothing, but for the pages that peek at the DLQ (a peek is a receive: it raises
 each message's receive count and hides it while it runs): they need the token, as actions do.
-The token is --token, else $` + uiTokenEnv + `, else a random one printed at start, in a link
-that signs the browser in. --read-only hides and refuses every action (and has no sign-in: the
+The token is --token, else $` + uiTokenEnv + `, else a random one printed at start, with a
+one-time link that signs one browser in (the token itself never goes into a URL, which a
+browser keeps in its history). --read-only hides and refuses every action (and has no sign-in: the
 DLQ pages are then open to whoever reaches the console). Cross-site requests for the DLQ pages
 are refused. Each action writes one JSON log line on stderr (who, what, which job). Behind a
 proxy that serves the console over HTTPS, add --secure-cookie.
@@ -131,6 +136,7 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	cfg := console.Config{
 		Title: refs.Name, SQS: c.sqs, QueueURL: refs.QueueURL, DLQURL: refs.DLQURL,
 		ReadOnly: o.readOnly, Token: o.token, ShowArgs: o.showArgs, Logger: logger, Hosts: o.hosts, SecureCookie: o.secure,
+		Emulator: c.local,
 	}
 	var table *status.Table
 	if refs.Table != "" {
@@ -263,7 +269,7 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 	} else {
 		fmt.Fprintf(stderr, "sqsworker: warning: the console listens on %s, beyond this machine: reading needs no token; put it behind your own authentication\n", ln.Addr())
 	}
-	h, err := newConsole(ctx, c, refs, o, slog.New(slog.NewJSONHandler(stderr, nil)), stderr)
+	h, err := newConsole(ctx, c, refs, o, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: logattr.DurationText})), stderr)
 	if err != nil {
 		return err
 	}
@@ -277,7 +283,11 @@ func serveUIOn(ctx context.Context, ln net.Listener, c *awsClients, refs *stackR
 	if o.readOnly {
 		fmt.Fprintf(stdout, "mode      read-only: every action is hidden and refused\n")
 	} else {
-		fmt.Fprintf(stdout, "sign in   %s?token=%s\n", base, o.token)
+		link, err := h.SignInLink(signInLinkFor)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "sign in   %s%s (one-time link: one browser, within an hour; then sign in with the token)\n", base, strings.TrimPrefix(link, "/"))
 		fmt.Fprintf(stdout, "token     %s (actions and the pages that peek at the DLQ need it; --read-only turns actions off)\n", o.token)
 	}
 	fmt.Fprintf(stdout, "serving the console until Ctrl-C\n")

@@ -49,8 +49,16 @@ func TestUIServesTheStack(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(stdout.String(), "sign in   "+base+"?token="+tok) {
-		t.Errorf("no sign-in link:\n%s", stdout.String())
+	// A one-time sign-in link, without the token (a browser keeps every URL in its history).
+	link := regexp.MustCompile(`sign in   (` + regexp.QuoteMeta(base) + `signin\?code=[0-9a-f]{64}) `).FindStringSubmatch(stdout.String())
+	if link == nil || strings.Contains(link[1], tok) {
+		t.Fatalf("no one-time sign-in link:\n%s", stdout.String())
+	}
+	if code, cookie := uiSignIn(t, link[1]); code != http.StatusSeeOther || cookie == nil {
+		t.Errorf("the sign-in link: %d, cookie %v", code, cookie)
+	}
+	if code, cookie := uiSignIn(t, link[1]); code != http.StatusUnauthorized || cookie != nil {
+		t.Errorf("the sign-in link a second time: %d, cookie %v; want 401 and no session", code, cookie)
 	}
 	for _, p := range []string{"", "jobs?state=dead", "schedules", "enqueue"} {
 		if code, body := uiGet(t, base+p, ""); code != 200 || !strings.Contains(body, stack) {
@@ -123,6 +131,23 @@ func uiGet(t *testing.T, url, tok string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// uiSignIn opens a sign-in link and returns the status and the session cookie it set, if any.
+func uiSignIn(t *testing.T, link string) (int, *http.Cookie) {
+	t.Helper()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if strings.HasPrefix(c.Name, "sqsworker_console_") && c.Value != "" {
+			return resp.StatusCode, c
+		}
+	}
+	return resp.StatusCode, nil
+}
+
 var consoleLine = regexp.MustCompile(`console   (http://127\.0\.0\.1:\d+/) \(stack (\S+) `)
 
 // TestRunUIServesTheConsole: `sqsworker run --ui` serves the console of its stack beside the
@@ -142,7 +167,7 @@ func TestRunUIServesTheConsole(t *testing.T) {
 		return m != nil
 	})
 	base := m[1]
-	if m[2] != stack || !strings.Contains(running.stdout.String(), "sign in   "+base+"?token="+tok) {
+	if m[2] != stack || !strings.Contains(running.stdout.String(), "sign in   "+base+"signin?code=") || strings.Contains(running.stdout.String(), "?token=") {
 		t.Errorf("the console's lines:\n%s", running.stdout.String())
 	}
 	for _, p := range []string{"", "jobs?state=dead", "schedules", "enqueue"} {

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
@@ -31,7 +27,9 @@ With --endpoint (or AWS_ENDPOINT_URL) it provisions that emulator or LocalStack 
 Without one it starts the embedded emulator on localhost:--port (4566 by default),
 provisions the stack there and keeps serving it until Ctrl-C: run your own worker and the
 other sqsworker commands against it from other terminals, with
-AWS_ENDPOINT_URL=http://localhost:4566. Its state ends with the command. It fires no
+AWS_ENDPOINT_URL=http://localhost:4566. Its state ends with the command. It answers only
+requests addressed to this machine (localhost, 127.0.0.1 or [::1]), and none a browser sends
+for another site's page: a web page cannot drive it (403 with the reason). It fires no
 schedules: 'sqsworker run --endpoint …' and the container example run the dispatcher that
 does. To run the worker function in the same terminal, 'sqsworker run' alone starts and
 provisions the emulator itself.
@@ -54,6 +52,7 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 				return &usageError{fmt.Errorf("--visibility-timeout %d: want 1-43200 seconds (at most 12 hours)", visibility)}
 			}
 			ctx := cmd.Context()
+			keepRunningOnBrokenPipe()
 			b, err := startLocal(ctx, cmd, g, port)
 			if err != nil {
 				return err
@@ -79,14 +78,7 @@ On AWS, stacks are deployed with the CDK app in infra/ (make deploy), not with u
 			}
 			bucket := ""
 			if payloads {
-				if g.payloadBucket != "" {
-					_, err = b.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(g.payloadBucket)})
-					var owned *s3types.BucketAlreadyOwnedByYou
-					if err != nil && !errors.As(err, &owned) {
-						return fmt.Errorf("create bucket %s: %w", g.payloadBucket, err)
-					}
-					bucket = g.payloadBucket
-				} else if bucket, err = awslocal.ProvisionBucket(ctx, b.S3(), stack); err != nil {
+				if bucket, err = provisionPayloadBucket(ctx, b, g, stack); err != nil {
 					return err
 				}
 			}

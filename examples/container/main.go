@@ -57,7 +57,7 @@ func main() {
 	// SIGTERM is what ECS, Kubernetes and docker stop send; SIGINT is Ctrl-C.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: durationText}))
 	if err := run(ctx, os.Getenv, logger); err != nil {
 		logger.Error("sqsworker container stopped", "err", err)
 		stop()
@@ -128,7 +128,11 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	opts := []func(*config.LoadOptions) error{}
+	// An idle pool for what runs at once: the poller's slots, each with the worker's jobs (the
+	// SDK keeps 10 per host, and every call beyond them dials a new connection).
+	opts := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(poller.HTTPClient(poller.IdleConnsPerHost(s.concurrency, worker.DefaultConcurrency))),
+	}
 	if r := getenv("AWS_REGION"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
@@ -228,6 +232,15 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}
 	logger.Info("sqsworker container stopped: the batches in flight are settled")
 	return nil
+}
+
+// durationText writes durations as text ("2.1s"), where slog's JSON handler writes nanoseconds:
+// log lines are read by people first.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // queueName returns the queue name a queue URL ends with.

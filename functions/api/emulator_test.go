@@ -332,3 +332,113 @@ func TestIdempotentRequestRecordOfTheProducer(t *testing.T) {
 		t.Errorf("other args: %d %s, want 409", resp.StatusCode, resp.Body)
 	}
 }
+
+// signed returns req as it arrives through a function URL with AWS_IAM auth, signed by arn.
+func signed(req events.LambdaFunctionURLRequest, arn string) events.LambdaFunctionURLRequest {
+	req.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{
+		IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: arn, AccessKey: "ASIAEXAMPLE"},
+	}
+	return req
+}
+
+// TestKeysScopedByCaller: with AWS_IAM auth, an Idempotency-Key belongs to the caller's IAM
+// principal. Caller B using caller A's key first does not make A's request a 409, and B
+// repeating A's body with A's key gets a job of its own, not A's id; B cannot read A's job by
+// its id. Two sessions of one role are one caller. With auth NONE (no identity) keys are shared.
+func TestKeysScopedByCaller(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	const (
+		roleA  = "arn:aws:sts::123456789012:assumed-role/web/i-0aaa"
+		roleA2 = "arn:aws:sts::123456789012:assumed-role/web/i-0bbb" // another session of A's role
+		userB  = "arn:aws:iam::123456789012:user/mallory"
+		bodyA  = `{"kind":"email.send","args":{"to":"ada@example.com","subject":"welcome"}}`
+		bodyB  = `{"kind":"email.send","args":{"to":"mallory@example.com"}}`
+	)
+	post := func(arn, key, body string) events.LambdaFunctionURLResponse {
+		t.Helper()
+		req := request("POST", "/jobs", body, map[string]string{"content-type": "application/json", "idempotency-key": key})
+		if arn != "" {
+			req = signed(req, arn)
+		}
+		resp, err := s.api.Handle(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	get := func(arn, id string) events.LambdaFunctionURLResponse {
+		t.Helper()
+		req := request("GET", "/jobs/"+id, "", nil)
+		if arn != "" {
+			req = signed(req, arn)
+		}
+		resp, err := s.api.Handle(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	// B takes the key first, with its own body: A's request is still A's first.
+	b := accepted(t, post(userB, "welcome-ada", bodyB))
+	a := accepted(t, post(roleA, "welcome-ada", bodyA))
+	if a.ID == b.ID || a.Key != "welcome-ada" || b.Key != "welcome-ada" {
+		t.Fatalf("A %+v and B %+v: want two jobs, each answered with the key as its caller sent it", a, b)
+	}
+	// B repeats A's (guessed) body with A's key: B's key already holds B's other body, 409,
+	// and nothing about A's job.
+	if resp := post(userB, "welcome-ada", bodyA); resp.StatusCode != http.StatusConflict || strings.Contains(resp.Body, a.ID) {
+		t.Fatalf("B replaying A's body: %d %s, want 409 without A's id", resp.StatusCode, resp.Body)
+	}
+	// B with a fresh key A used: a new job of B's, never A's id or a replay.
+	a2 := accepted(t, post(roleA, "invoice-7", bodyA))
+	resp := post(userB, "invoice-7", bodyA)
+	if b2 := accepted(t, resp); b2.ID == a2.ID || resp.Headers["Idempotent-Replayed"] == "true" {
+		t.Fatalf("B's guess of A's key and body answered %+v %v: A's job is %s", b2, resp.Headers, a2.ID)
+	}
+	// Another session of A's role is A: the first answer.
+	resp = post(roleA2, "welcome-ada", bodyA)
+	if again := accepted(t, resp); again.ID != a.ID || resp.Headers["Idempotent-Replayed"] != "true" {
+		t.Fatalf("A's other session: %+v %v, want A's job %s replayed", again, resp.Headers, a.ID)
+	}
+	// The records: one per caller, under the scoped keys.
+	for _, tc := range []struct{ key, id string }{
+		{"arn:aws:sts::123456789012:assumed-role/web welcome-ada", a.ID},
+		{"arn:aws:iam::123456789012:user/mallory welcome-ada", b.ID},
+	} {
+		if rec, err := s.table.Get(context.Background(), "email.send", tc.key); err != nil || rec.JobID != tc.id {
+			t.Errorf("record of %q: %+v, %v; want job %s", tc.key, rec.Record, err, tc.id)
+		}
+	}
+
+	// GET: each caller reads its own jobs; another caller's id is unknown to it.
+	if got := get(roleA, a.ID); got.StatusCode != http.StatusOK {
+		t.Errorf("A reading its job: %d %s", got.StatusCode, got.Body)
+	}
+	if got := get(roleA2, a.ID); got.StatusCode != http.StatusOK {
+		t.Errorf("A's other session reading A's job: %d %s", got.StatusCode, got.Body)
+	}
+	if got := get(userB, a.ID); got.StatusCode != http.StatusNotFound || got.Body != `{"error":"no job with id \"`+a.ID+`\""}` {
+		t.Errorf("B reading A's job: %d %s, want 404 as for an unknown id", got.StatusCode, got.Body)
+	}
+	if got := get(roleA, b.ID); got.StatusCode != http.StatusNotFound {
+		t.Errorf("A reading B's job: %d %s, want 404", got.StatusCode, got.Body)
+	}
+	// With details, the key shown is the caller's own.
+	s.api.ShowDetails = true
+	if got := get(roleA, a.ID); !strings.Contains(got.Body, `"key":"welcome-ada"`) {
+		t.Errorf("A reading its job with details: %s, want its key as it sent it", got.Body)
+	}
+	s.api.ShowDetails = false
+
+	// Auth NONE: no identity, one key space shared by every caller (as before).
+	n1 := accepted(t, post("", "shared-1", bodyA))
+	resp = post("", "shared-1", bodyA)
+	if n2 := accepted(t, resp); n2.ID != n1.ID || resp.Headers["Idempotent-Replayed"] != "true" {
+		t.Errorf("unsigned repeat: %+v, want %s replayed", n2, n1.ID)
+	}
+	if got := get("", n1.ID); got.StatusCode != http.StatusOK {
+		t.Errorf("unsigned GET: %d %s", got.StatusCode, got.Body)
+	}
+}

@@ -131,7 +131,7 @@ func (a *API) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (
 		if method != http.MethodGet && method != http.MethodHead {
 			return methodNotAllowed(http.MethodGet), nil
 		}
-		return a.get(ctx, path[len("/jobs/"):]), nil
+		return a.get(ctx, path[len("/jobs/"):], principal(req)), nil
 	}
 	return reply(http.StatusNotFound, errorResponse{Error: fmt.Sprintf("no route for %s %s: use POST /jobs or GET /jobs/{id}", method, path)}), nil
 }
@@ -173,6 +173,9 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 	}
 	if ct := header(req.Headers, "content-type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return reply(http.StatusUnsupportedMediaType, errorResponse{Error: fmt.Sprintf("content-type %q: send application/json", ct)})
+	}
+	if nestedDeeper(body, maxBodyDepth) {
+		return badRequest(fmt.Sprintf(`the body nests arrays and objects more than %d levels deep: "args" may nest at most %d (the args object is the first)`, maxBodyDepth, maxArgsDepth))
 	}
 	var in enqueueRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -235,9 +238,18 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 	if in.Group != "" {
 		opts = append(opts, producer.WithGroupID(in.Group))
 	}
+	// The caller's principal scopes its keys and tags its job ids (caller.go).
+	who := principal(req)
+	if who != "" {
+		opts = append(opts, producer.WithID(jobs.IDSource{Now: a.now}.NewID()+"-"+callerTag(who)))
+	}
 	key := header(req.Headers, "idempotency-key")
 	if key != "" {
-		opts = append(opts, producer.WithKey(key))
+		if room := producer.MaxKeyLength - len(who) - 1; who != "" && len(key) > room {
+			return badRequest(fmt.Sprintf("Idempotency-Key is %d bytes long; the limit is %d for this caller (%d bytes, less the %d of its IAM principal, which scopes its keys)",
+				len(key), room, producer.MaxKeyLength, len(who)+1))
+		}
+		opts = append(opts, producer.WithKey(scopedKey(who, key)))
 	}
 	m, err := a.Producer.PrepareRaw(ctx, in.Kind, args, opts...)
 	if err != nil {
@@ -247,10 +259,14 @@ func (a *API) enqueue(ctx context.Context, req events.LambdaFunctionURLRequest) 
 		a.logger().ErrorContext(ctx, "api: prepare failed", slog.String("kind", in.Kind), slog.Any("error", err))
 		return reply(http.StatusInternalServerError, errorResponse{Error: "the job could not be built"})
 	}
-	if a.Reserver != nil {
-		return a.enqueueReserved(ctx, req, m, args, requestHash(in.Kind, args, delay, in.Group), opts)
+	shownKey := m.Key // what the caller sees: its own key, not the scoped one
+	if key != "" {
+		shownKey = key
 	}
-	return a.send(ctx, m, nil)
+	if a.Reserver != nil {
+		return a.enqueueReserved(ctx, req, m, shownKey, args, requestHash(in.Kind, args, delay, in.Group), opts)
+	}
+	return a.send(ctx, m, shownKey, nil)
 }
 
 // requestHash is what makes two POSTs the same request: the hex SHA-256 of the kind, the
@@ -268,8 +284,9 @@ func requestHash(kind string, args []byte, delay time.Duration, group string) st
 
 // enqueueReserved reserves the job's key in the job table before the send: a key seen before
 // with the same request gets the first job's answer (sent once more while that job is queued and
-// not marked sent, since its first send may have been lost), any other request 409.
-func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLRequest, m producer.Message, args []byte, reqHash string, opts []producer.Option) events.LambdaFunctionURLResponse {
+// not marked sent, since its first send may have been lost), any other request 409. shownKey
+// is the key as the caller gave it (m.Key is scoped by its principal).
+func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLRequest, m producer.Message, shownKey string, args []byte, reqHash string, opts []producer.Option) events.LambdaFunctionURLResponse {
 	hash, err := jobs.PayloadHash(m.Kind, args)
 	if err != nil { // not reached: args are valid JSON
 		return badRequest(fmt.Sprintf(`"args": %v`, err))
@@ -281,7 +298,7 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 		return reply(http.StatusBadGateway, errorResponse{Error: "the job could not be enqueued; try again"})
 	}
 	if created {
-		return a.send(ctx, m, func() {
+		return a.send(ctx, m, shownKey, func() {
 			if err := a.Reserver.ReleaseQueued(ctx, m.Kind, m.Key, m.ID); err != nil {
 				a.logger().ErrorContext(ctx, "api: release the job key after a failed send failed: the key stays taken until its record expires",
 					slog.String("kind", m.Kind), slog.String("key", m.Key), slog.String("job_id", m.ID), slog.Any("error", err))
@@ -290,16 +307,16 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 	}
 	switch {
 	case rec.JobID == "":
-		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q of %s names a record that is %s and belongs to no job: use another key", m.Key, m.Kind, rec.State)})
+		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q of %s names a record that is %s and belongs to no job: use another key", shownKey, m.Kind, rec.State)})
 	case rec.RequestHash != "" && rec.RequestHash != reqHash,
 		// A record that no request of this API reserved (the Go producer's, a worker's) knows
 		// only the payload.
 		rec.RequestHash == "" && rec.PayloadHash != "" && rec.PayloadHash != hash:
 		a.logger().InfoContext(ctx, "api: Idempotency-Key reused with another request", slog.String("kind", m.Kind), slog.String("key", m.Key), caller(req))
 		return reply(http.StatusConflict, errorResponse{Error: fmt.Sprintf("Idempotency-Key %q was already used for a %s job with another request (args, delay or group): "+
-			"repeat the first request's body to get its answer, or use a new key for a new job", m.Key, m.Kind)})
+			"repeat the first request's body to get its answer, or use a new key for a new job", shownKey, m.Kind)})
 	}
-	first := enqueueResponse{ID: rec.JobID, Key: rec.Key, StatusURL: "/jobs/" + rec.JobID}
+	first := enqueueResponse{ID: rec.JobID, Key: shownKey, StatusURL: "/jobs/" + rec.JobID}
 	if rec.State == idempotency.StateQueued && rec.SentAt.IsZero() {
 		// Not picked up yet, and no repeat has sent it: the first request's message may never
 		// have reached SQS (a crash between the reservation and the send, a send whose answer
@@ -311,7 +328,7 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 			a.logger().ErrorContext(ctx, "api: prepare the repeated job failed", slog.String("job_id", rec.JobID), slog.Any("error", err))
 			return reply(http.StatusInternalServerError, errorResponse{Error: "the job could not be built"})
 		}
-		if resp := a.send(ctx, again, nil); resp.StatusCode != http.StatusAccepted {
+		if resp := a.send(ctx, again, shownKey, nil); resp.StatusCode != http.StatusAccepted {
 			return resp
 		}
 		if err := a.Reserver.MarkSent(ctx, m.Kind, rec.Key, rec.JobID, a.now()); err != nil {
@@ -325,9 +342,9 @@ func (a *API) enqueueReserved(ctx context.Context, req events.LambdaFunctionURLR
 	return resp
 }
 
-// send sends one prepared job and answers 202, or calls failed (when not nil) and answers 400
-// (a job SQS refused as invalid) or 502.
-func (a *API) send(ctx context.Context, m producer.Message, failed func()) events.LambdaFunctionURLResponse {
+// send sends one prepared job and answers 202 (with shownKey as the job's key), or calls failed
+// (when not nil) and answers 400 (a job SQS refused as invalid) or 502.
+func (a *API) send(ctx context.Context, m producer.Message, shownKey string, failed func()) events.LambdaFunctionURLResponse {
 	results, err := a.Producer.Send(ctx, []producer.Message{m})
 	if err == nil && len(results) == 1 {
 		err = results[0].Err
@@ -342,10 +359,11 @@ func (a *API) send(ctx context.Context, m producer.Message, failed func()) event
 		a.logger().ErrorContext(ctx, "api: enqueue failed", slog.String("kind", m.Kind), slog.String("job_id", m.ID), slog.Any("error", err))
 		return reply(http.StatusBadGateway, errorResponse{Error: "the job could not be enqueued; try again"})
 	}
-	return reply(http.StatusAccepted, enqueueResponse{ID: m.ID, Key: m.Key, StatusURL: "/jobs/" + m.ID})
+	return reply(http.StatusAccepted, enqueueResponse{ID: m.ID, Key: shownKey, StatusURL: "/jobs/" + m.ID})
 }
 
-func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLResponse {
+// get answers GET /jobs/{id} for the caller who (with AWS_IAM auth) is principal.
+func (a *API) get(ctx context.Context, id, principal string) events.LambdaFunctionURLResponse {
 	if a.Status == nil {
 		return reply(http.StatusNotImplemented, errorResponse{Error: "job status is not configured: set SQSWORKER_TABLE"})
 	}
@@ -353,6 +371,11 @@ func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLRespon
 		return badRequest("the job id is empty")
 	}
 	notFound := reply(http.StatusNotFound, errorResponse{Error: fmt.Sprintf("no job with id %q", id)})
+	if !ownsID(principal, id) {
+		// Another caller's job, or one enqueued elsewhere: none of this caller's business, and
+		// answered as unknown without reading the table.
+		return notFound
+	}
 	job, err := a.Status.GetByID(ctx, id)
 	switch {
 	case errors.Is(err, status.ErrNotFound):
@@ -379,7 +402,7 @@ func (a *API) get(ctx context.Context, id string) events.LambdaFunctionURLRespon
 		UpdatedAt: stamp(job.UpdatedAt), ExpiresAt: stamp(job.ExpiresAt), RunAt: stamp(job.RunAt), Expired: job.Expired,
 	}
 	if a.ShowDetails {
-		out.Key, out.Reason, out.LastError = job.Key, job.Reason, job.LastError
+		out.Key, out.Reason, out.LastError = strings.TrimPrefix(job.Key, scopedKey(principal, "")), job.Reason, job.LastError
 		if job.Result != "" {
 			if json.Valid([]byte(job.Result)) {
 				out.Result = json.RawMessage(job.Result)

@@ -319,3 +319,68 @@ func TestSetupReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestPrincipal(t *testing.T) {
+	t.Parallel()
+	iam := func(d events.LambdaFunctionURLRequestContextAuthorizerIAMDescription) events.LambdaFunctionURLRequest {
+		var r events.LambdaFunctionURLRequest
+		r.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &d}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  events.LambdaFunctionURLRequest
+		want string
+	}{
+		{"auth NONE", events.LambdaFunctionURLRequest{}, ""},
+		{"assumed role: the role, not the session", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+			UserARN: "arn:aws:sts::123456789012:assumed-role/web/i-0abc", UserID: "AROAEXAMPLE:i-0abc"}), "arn:aws:sts::123456789012:assumed-role/web"},
+		{"another partition", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+			UserARN: "arn:aws-us-gov:sts::123456789012:assumed-role/web/s"}), "arn:aws-us-gov:sts::123456789012:assumed-role/web"},
+		{"IAM user with a path", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+			UserARN: "arn:aws:iam::123456789012:user/ops/ada"}), "arn:aws:iam::123456789012:user/ops/ada"},
+		{"root", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:root"}), "arn:aws:iam::123456789012:root"},
+		{"federated user", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+			UserARN: "arn:aws:sts::123456789012:federated-user/ada"}), "arn:aws:sts::123456789012:federated-user/ada"},
+		{"no ARN: the role's unique id", iam(events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+			AccountID: "123456789012", UserID: "AROAEXAMPLE:i-0abc"}), "iam:123456789012:AROAEXAMPLE"},
+	} {
+		if got := principal(tc.req); got != tc.want {
+			t.Errorf("%s: principal = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if a, b := callerTag("arn:aws:iam::1:user/a"), callerTag("arn:aws:iam::1:user/b"); a == b || len(a) != 16 {
+		t.Errorf("tags %q and %q: want two different 16-character tags", a, b)
+	}
+}
+
+// A signed caller's key is scoped by its principal, within the producer's key limit: the
+// limit the caller has is said.
+func TestScopedKeyLimit(t *testing.T) {
+	t.Parallel()
+	fs := &fakeSQS{}
+	prod, err := producer.New(producer.Config{SQS: fs, QueueURL: testKinds["SQSWORKER_QUEUE_URL"], MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &API{Producer: prod, Policy: testPolicy(t, testKinds), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	const arn = "arn:aws:sts::123456789012:assumed-role/web/s1"
+	room := 1024 - len("arn:aws:sts::123456789012:assumed-role/web ") // 981
+	req := func(key string) events.LambdaFunctionURLRequest {
+		r := request("POST", "/jobs", `{"kind":"metrics.rollup"}`, map[string]string{"idempotency-key": key})
+		r.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{
+			IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: arn}}
+		return r
+	}
+	resp, _ := api.Handle(context.Background(), req(strings.Repeat("k", room)))
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a key at the caller's limit: %d %s", resp.StatusCode, resp.Body)
+	}
+	if !strings.Contains(aws.ToString(fs.sent[0].MessageBody), `"key":"arn:aws:sts::123456789012:assumed-role/web kkk`) {
+		t.Errorf("sent %s, want the key scoped by the principal", aws.ToString(fs.sent[0].MessageBody))
+	}
+	resp, _ = api.Handle(context.Background(), req(strings.Repeat("k", room+1)))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "Idempotency-Key is 982 bytes long; the limit is 981 for this caller") {
+		t.Errorf("a key over the caller's limit: %d %s", resp.StatusCode, resp.Body)
+	}
+}

@@ -6,8 +6,10 @@
 // It admits only the kinds of its allow-list (SQSWORKER_API_KINDS, required), each with a limit
 // on its args' size and optionally a JSON Schema (SQSWORKER_API_SCHEMAS). The Idempotency-Key
 // header becomes the job's key; with a job table (SQSWORKER_TABLE) a repeated key gets the first
-// answer, and the same key with another body 409. GET shows the key, result, last error and
-// reason only with SQSWORKER_API_SHOW_DETAILS. See docs/FUNCTIONS.md.
+// answer, and the same key with another body 409. With AWS_IAM auth, keys and job ids are
+// scoped by the caller's IAM principal: one caller can neither use nor read another's. GET
+// shows the key, result, last error and reason only with SQSWORKER_API_SHOW_DETAILS. See
+// docs/FUNCTIONS.md.
 //
 // It is configured from its environment; each missing or invalid setting (a schema that does
 // not compile included) is reported on its own line on stderr, and the process exits with
@@ -30,6 +32,7 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -62,12 +65,14 @@ func setup(ctx context.Context, getenv func(string) string) (*API, *otelsetup.Se
 	if err := errors.Join(err, perr); err != nil {
 		return nil, nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
 	slog.SetDefault(logger)
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// One request at a time; GET reads twice at once: the SDK's 10 idle connections suffice.
+	config.SizePool(&awsCfg, 2)
 	ot, err := otelsetup.New(ctx, getenv)
 	if err != nil {
 		return nil, nil, err

@@ -128,7 +128,8 @@ type FieldError struct {
 var printer = message.NewPrinter(language.English)
 
 // validate checks args (valid JSON) against the kind's schema, if it has one, and returns its
-// violations, at most maxFieldErrors of them, sorted by field.
+// violations, at most maxFieldErrors of them, sorted by field: what the schema refuses, and
+// every key that differs from a property of the schema only by case (caseVariants).
 func (r *kindRule) validate(args []byte) ([]FieldError, error) {
 	if r.schema == nil {
 		return nil, nil
@@ -137,15 +138,17 @@ func (r *kindRule) validate(args []byte) ([]FieldError, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Keys the schema does not see but the worker's decoder would (caseVariants), as well as
+	// what the schema refuses.
+	out := caseVariants(r.schema, v)
 	err = r.schema.Validate(v)
-	if err == nil {
-		return nil, nil
-	}
 	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	switch {
+	case err == nil:
+		return capFields(out), nil
+	case !errors.As(err, &ve):
 		return nil, err
 	}
-	var out []FieldError
 	var leaves func(e *jsonschema.ValidationError)
 	leaves = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
@@ -157,11 +160,16 @@ func (r *kindRule) validate(args []byte) ([]FieldError, error) {
 		}
 	}
 	leaves(ve)
+	return capFields(out), nil
+}
+
+// capFields sorts violations by field and keeps the first maxFieldErrors.
+func capFields(out []FieldError) []FieldError {
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Field < out[b].Field })
 	if len(out) > maxFieldErrors {
 		out = out[:maxFieldErrors]
 	}
-	return out, nil
+	return out
 }
 
 // pointer is the JSON pointer (RFC 6901) of an instance location.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,40 +21,18 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 )
 
-// The bootstrap and the RIE are built once for the tests of this file.
-var (
-	buildOnce          sync.Once
-	buildDir           string
-	bootstrap, riePath string
-	buildErr           error
-)
+// The bootstrap and the RIE are built once for the tests of this package.
+var build = rietest.Once{RIE: true}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	build.Remove()
 	os.Exit(code)
 }
 
 func built(t *testing.T) (bootstrapPath, rie string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		if buildDir, buildErr = os.MkdirTemp("", "api-rie"); buildErr != nil {
-			return
-		}
-		bootstrap = filepath.Join(buildDir, "bootstrap")
-		errs := make(chan error, 2)
-		go func() { errs <- rietest.Build(ctx, ".", bootstrap) }()
-		go func() { var err error; riePath, err = rietest.BuildRIE(ctx, buildDir); errs <- err }()
-		buildErr = errors.Join(<-errs, <-errs)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bootstrap, riePath
+	return build.Build(t)
 }
 
 // urlEvent is the function URL event (payload format 2.0) Lambda sends for an HTTP request, as a
@@ -173,16 +150,25 @@ func TestURLEventsUnderRIE(t *testing.T) {
 			}},
 		{"different body with that key → 409", urlEvent(t, "POST", "/jobs", `{"kind":"email.send","args":{"to":"bob@example.com"}}`, map[string]string{"idempotency-key": "welcome-ada"}), 409,
 			"was already used for a email.send job with another request (args, delay or group)", nil},
+		{"a key differing from the schema's only by case → 400", urlEvent(t, "POST", "/jobs", `{"kind":"email.send","args":{"to":"ada@example.com","TO":"x"}}`, nil), 400,
+			`"fields":[{"field":"/TO","error":"'TO' differs from the property 'to' only by case`, nil},
+		{"args nested 65 deep → 400", urlEvent(t, "POST", "/jobs", `{"kind":"report.build","args":{"n":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`}}`, nil), 400,
+			`\"args\" may nest at most 64`, nil},
 		{"GET → no details", nil, 200, `"state":"queued"`, func(t *testing.T, resp events.LambdaFunctionURLResponse) {
 			if strings.Contains(resp.Body, "welcome-ada") {
 				t.Errorf("GET shows the key without SQSWORKER_API_SHOW_DETAILS: %s", resp.Body)
 			}
 		}},
+		{"GET by another caller → 404", []byte("another caller"), 404, `no job with id`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			event := tc.event
-			if event == nil {
+			switch string(event) {
+			case "":
 				event = urlEvent(t, "GET", "/jobs/"+firstID, "", nil)
+			case "another caller":
+				event = urlEvent(t, "GET", "/jobs/"+firstID, "", nil)
+				event = []byte(strings.ReplaceAll(string(event), "assumed-role/web/session", "assumed-role/reports/session"))
 			}
 			resp := invoke(t, ctx, r, event)
 			if resp.StatusCode != tc.wantCode || !strings.Contains(resp.Body, tc.wantBody) {

@@ -25,6 +25,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 )
 
 func main() {
@@ -43,11 +44,13 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
 	slog.SetDefault(logger)
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// One pass at a time, its sends one after the other: the SDK's 10 idle connections suffice.
+	config.SizePool(&awsCfg, 2)
 	return newHandler(ctx, cfg, awsCfg, logger, metricsw, getenv("AWS_LAMBDA_FUNCTION_NAME"))
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,19 +18,13 @@ import (
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 12)
+	// The only test of this package that runs the bootstrap: built here, with no deadline but
+	// the test binary's.
+	build := rietest.Once{RIE: true}
+	t.Cleanup(build.Remove)
+	bootstrap, rie := build.Build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bootstrap := filepath.Join(dir, "bootstrap")
-	errs := make(chan error, 2)
-	go func() { errs <- rietest.Build(ctx, ".", bootstrap) }()
-	var rie string
-	go func() { var err error; rie, err = rietest.BuildRIE(ctx, dir); errs <- err }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
 	r, err := rietest.Start(ctx, rie, bootstrap, []string{
 		"AWS_ENDPOINT_URL=" + awslocaltest.Backend(t).URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local", "AWS_SESSION_TOKEN=", "AWS_EC2_METADATA_DISABLED=true", "AWS_LAMBDA_FUNCTION_TIMEOUT=30",

@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/functions/internal/config"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -57,12 +58,14 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
 	slog.SetDefault(logger)
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	// The outbox's claims and completes run dynamooutbox.DefaultConcurrency requests at once.
+	config.SizePool(&awsCfg, dynamooutbox.DefaultConcurrency+2)
 	pcfg := producer.Config{SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.QueueURL}
 	if cfg.Scheduling() {
 		sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(awsCfg), Group: cfg.ScheduleGroup,

@@ -6,23 +6,17 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sqsworker/sqsworker/functions/internal/rietest"
 )
 
 // TestBadConfigurationExits runs the real bootstrap with bad settings: one line per problem on
 // stderr and exit status 1, before any Lambda call.
 func TestBadConfigurationExits(t *testing.T) {
+	bootstrap, _ := build.Build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	if err := rietest.Build(ctx, ".", bootstrap); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.CommandContext(ctx, bootstrap)
 	cmd.Env = []string{"SQSWORKER_CONCURRENCY=0", "SQSWORKER_LOG_LEVEL=loud", "SQSWORKER_DEADLINE_MARGIN=soon", "PATH=/usr/bin:/bin"}
 	out, err := cmd.CombinedOutput()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,6 +28,7 @@ import (
 	"github.com/sqsworker/sqsworker/functions/internal/config"
 	"github.com/sqsworker/sqsworker/functions/internal/otelsetup"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -50,7 +52,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
 	slog.SetDefault(logger)
 
 	// AWS_ENDPOINT_URL, AWS_REGION and the execution role's credentials are read by the SDK. On an
@@ -60,6 +62,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	config.SizePool(&awsCfg, cfg.IdleConnsPerHost())
 
 	reg := jobs.NewRegistry()
 	if err := examplejobs.Register(reg, jobs.Exponential{}, examplejobs.NewSideEffects()); err != nil {
@@ -105,7 +108,17 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		wcfg.Middleware = append(wcfg.Middleware, idem)
 	}
 	if cfg.PayloadBucket != "" {
-		st, err := payload.New(payload.Config{S3: s3.NewFromConfig(awsCfg), Bucket: cfg.PayloadBucket})
+		// On an emulator's endpoint (sqsworker run), buckets by path (<bucket>.localhost, the
+		// virtual-hosted name, resolves nowhere on most machines), and checksums only where an
+		// operation requires them: emulators send none, and the SDK would warn on every read.
+		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+			if awsendpoint.Local(awsCfg) {
+				o.UsePathStyle = true
+				o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+				o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+			}
+		})
+		st, err := payload.New(payload.Config{S3: s3Client, Bucket: cfg.PayloadBucket})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
 		}

@@ -27,6 +27,15 @@ var invokeEnv = []string{
 	"SQSWORKER_QUEUE_URL=", "SQSWORKER_DLQ_URL=", "SQSWORKER_TABLE=", "SQSWORKER_LOG_LEVEL=debug",
 }
 
+// The bootstrap and the RIE are built once for the tests of this package.
+var build = rietest.Once{RIE: true}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	build.Remove()
+	os.Exit(code)
+}
+
 // TestEventsUnderRIE builds the worker's bootstrap for the host, runs it under the Lambda
 // Runtime Interface Emulator once per events/*.json, and compares each response with the
 // event's .expected.json.
@@ -45,19 +54,9 @@ func TestEventsUnderRIE(t *testing.T) {
 		t.Fatalf("found %d events in ../../events, want at least 5", len(inputs))
 	}
 
+	bootstrap, rie := build.Build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	dir := t.TempDir()
-	bootstrap := filepath.Join(dir, "bootstrap")
-	errs := make(chan error, 2)
-	go func() { errs <- rietest.Build(ctx, ".", bootstrap) }()
-	var rie string
-	go func() { var err error; rie, err = rietest.BuildRIE(ctx, dir); errs <- err }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".json")

@@ -1,11 +1,3 @@
-// Package awslocal gives tests, the CLI and local runs an AWS backend: the embedded emulator
-// (github.com/sivchari/kumo, in-process) by default, or any endpoint named by AWS_ENDPOINT_URL
-// (LocalStack, another emulator, or a real account). LocalStack in Docker is the package
-// pkg/awslocal/localstack, which registers itself (see Register), so that this package does not
-// depend on testcontainers-go and the Docker client.
-//
-// It is never imported by a library package or a Lambda function: production code receives its
-// aws.Config from the caller.
 package awslocal
 
 import (
@@ -71,9 +63,19 @@ type Options struct {
 	Region string
 	// Port, for the embedded emulator, is the loopback port it listens on (127.0.0.1 and, where
 	// the system has IPv6, ::1), so that other programs reach it at http://localhost:Port, which
-	// is then the backend's URL. Defaults to 0: a free port the system picks (URL
-	// http://127.0.0.1:N). A port taken by another program gives an error wrapping ErrPortInUse.
+	// is then the backend's URL; it answers there only requests addressed to this machine
+	// (Listen). Defaults to 0: a free port the system picks (URL http://127.0.0.1:N). A port taken
+	// by another program gives an error wrapping ErrPortInUse.
 	Port int
+	// Listen, for the embedded emulator, serves it on a loopback port of this package's own
+	// (Port, or a free one when Port is 0) that answers only requests addressed to this machine:
+	// a Host header naming localhost (or a name under .localhost) or a loopback address, and no
+	// Origin or Sec-Fetch-Site header of a web page of another site. Anything else gets 403
+	// Forbidden with the reason: a page in the developer's browser cannot drive the emulator by
+	// DNS rebinding or by cross-site requests. Programs that serve the emulator to others (the
+	// CLI's up, run and demo) set it; a Port other than 0 implies it. Defaults to false with Port
+	// 0: clients reach the emulator's own listener (a random port), as tests do.
+	Listen bool
 	// MaxIdleConnsPerHost sizes the HTTP client's idle pool. Defaults to 64, enough for the
 	// concurrency a local run uses (the SDK's default keeps too few and reconnects constantly).
 	MaxIdleConnsPerHost int
@@ -102,8 +104,8 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 			kind = Endpoint
 		}
 	}
-	if opts.Port != 0 && kind != Embedded {
-		return nil, fmt.Errorf("awslocal: Options.Port is for the embedded emulator, not the %s backend", kind)
+	if (opts.Port != 0 || opts.Listen) && kind != Embedded {
+		return nil, fmt.Errorf("awslocal: Options.Port and Options.Listen are for the embedded emulator, not the %s backend", kind)
 	}
 	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
 	switch kind {
@@ -112,20 +114,24 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 		srv := kumo.NewServer()
 		kumoMu.Unlock()
 		b.URL, b.close = srv.URL, srv.Close
-		if opts.Port != 0 {
-			// kumo listens where httptest puts it; a forwarder gives it the port asked for.
+		if opts.Port != 0 || opts.Listen {
+			// kumo listens where httptest puts it, and answers whatever reaches it; the loopback
+			// server gives it the port asked for, and turns away what is not for this machine.
 			u, err := url.Parse(srv.URL)
 			if err != nil {
 				srv.Close()
 				return nil, fmt.Errorf("awslocal: the embedded emulator's URL %q: %w", srv.URL, err)
 			}
-			f, err := listenLoopback(opts.Port, u.Host)
+			l, err := listenLoopback(opts.Port, u.Host)
 			if err != nil {
 				srv.Close()
 				return nil, err
 			}
-			b.URL = "http://localhost:" + strconv.Itoa(f.port)
-			b.close = func() { f.close(); srv.Close() }
+			b.URL = "http://localhost:" + strconv.Itoa(l.port)
+			if opts.Port == 0 {
+				b.URL = "http://127.0.0.1:" + strconv.Itoa(l.port) // ::1 may not have that port
+			}
+			b.close = func() { l.close(); srv.Close() }
 		}
 	case Endpoint:
 		if endpoint == "" {

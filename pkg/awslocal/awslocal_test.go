@@ -49,6 +49,18 @@ func TestProvisionCreatesQueueDLQAndRedrive(t *testing.T) {
 		if !strings.Contains(rp, st.DLQARN) || !strings.Contains(rp, `"7"`) {
 			t.Errorf("RedrivePolicy = %s, want the DLQ ARN and maxReceiveCount 7", rp)
 		}
+		// Both queues take the 1 MiB messages the producer sends (SQS's default is 256 KiB).
+		for _, u := range []string{st.QueueURL, st.DLQURL} {
+			out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+				QueueUrl: aws.String(u), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameMaximumMessageSize},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Attributes["MaximumMessageSize"]; got != "1048576" {
+				t.Errorf("%s: MaximumMessageSize %s, want 1048576", u, got)
+			}
+		}
 		// Provision is idempotent: a second call finds the same queues.
 		again, err := awslocal.Provision(ctx, client, awslocal.StackOptions{Name: name, FIFO: fifo, MaxReceiveCount: 7})
 		if err != nil {

@@ -1,14 +1,21 @@
 package awslocal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 )
@@ -17,23 +24,21 @@ import (
 // emulator, or another `sqsworker run` or `sqsworker up`).
 var ErrPortInUse = errors.New("awslocal: the port is in use")
 
-// forwarder makes the embedded emulator, which listens on a port of its own choosing, reachable on
-// a loopback port chosen by the caller: it accepts connections on 127.0.0.1:port (and [::1]:port,
-// where the system has IPv6) and copies each, both ways, to and from the emulator's listener.
-type forwarder struct {
-	target string // host:port of the emulator
-	lns    []net.Listener
-	port   int
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+// loopbackServer serves the embedded emulator, which listens on a port of its own choosing, on a
+// loopback port chosen by the caller: it accepts connections on 127.0.0.1:port (and [::1]:port,
+// where the system has IPv6) and passes each request that is addressed to this machine (see
+// checkRequest) to the emulator through a reverse proxy; the others get 403 Forbidden.
+type loopbackServer struct {
+	srv  *http.Server
+	tr   *http.Transport
+	lns  []net.Listener
+	port int
+	wg   sync.WaitGroup
 }
 
 // listenLoopback listens on the loopback port for the emulator at target (host:port); port 0
-// picks a free one.
-func listenLoopback(port int, target string) (*forwarder, error) {
+// picks a free one (on 127.0.0.1, and on ::1 too when that port is free there).
+func listenLoopback(port int, target string) (*loopbackServer, error) {
 	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("awslocal: port %d out of range 0-65535", port)
 	}
@@ -41,20 +46,49 @@ func listenLoopback(port int, target string) (*forwarder, error) {
 	if err != nil {
 		return nil, listenError(port, err)
 	}
-	f := &forwarder{target: target, lns: []net.Listener{ln4}, port: ln4.Addr().(*net.TCPAddr).Port, conns: map[net.Conn]struct{}{}}
+	l := &loopbackServer{lns: []net.Listener{ln4}, port: ln4.Addr().(*net.TCPAddr).Port}
 	// "localhost" may resolve to ::1 first: listen there too, on the same port. A system without
-	// IPv6 refuses the address, which is fine; a port taken there by another program is not,
-	// since clients of localhost would reach that program.
-	if ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(f.port))); err == nil {
-		f.lns = append(f.lns, ln6)
-	} else if errors.Is(err, syscall.EADDRINUSE) {
+	// IPv6 refuses the address, which is fine; a chosen port taken there by another program is
+	// not, since clients of localhost would reach that program.
+	if ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(l.port))); err == nil {
+		l.lns = append(l.lns, ln6)
+	} else if errors.Is(err, syscall.EADDRINUSE) && port != 0 {
 		ln4.Close()
-		return nil, listenError(f.port, err)
+		return nil, listenError(l.port, err)
 	}
-	for _, ln := range f.lns {
-		f.wg.Go(func() { f.accept(ln) })
+	// Connections to the emulator are kept for reuse, as many as clients keep to this server
+	// (a local run's pollers, workers and relays), so that no request waits for a new one.
+	l.tr = &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        0, // no limit but per host
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // bodies pass as the emulator sends them
 	}
-	return f, nil
+	quiet := log.New(io.Discard, "", 0) // a client gone mid-request is not news
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", target
+			// pr.Out.Host stays the client's: the emulator reads a bucket addressed by name
+			// (<bucket>.localhost) from it, and it is what the client signed.
+		},
+		Transport:     l.tr,
+		FlushInterval: -1, // what the emulator writes goes out at once
+		ErrorLog:      quiet,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	l.srv = &http.Server{
+		Handler:           checkRequests(proxy),
+		ReadHeaderTimeout: time.Minute,
+		ErrorLog:          quiet,
+	}
+	for _, ln := range l.lns {
+		l.wg.Go(func() { _ = l.srv.Serve(ln) })
+	}
+	return l, nil
 }
 
 func listenError(port int, err error) error {
@@ -64,70 +98,85 @@ func listenError(port int, err error) error {
 	return fmt.Errorf("awslocal: listen on localhost:%d: %w", port, err)
 }
 
-func (f *forwarder) accept(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return // closed
+// close stops accepting, closes every connection (requests in progress end) and waits for the
+// listeners' goroutines.
+func (l *loopbackServer) close() {
+	_ = l.srv.Close()
+	l.tr.CloseIdleConnections()
+	l.wg.Wait()
+}
+
+// checkRequests passes on the requests checkRequest accepts and answers the others with 403
+// Forbidden and an AWS-style JSON error (code and message, which the SDKs report).
+func checkRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, msg := checkRequest(r); code != "" {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.Header().Set("X-Amzn-Errortype", code)
+			w.WriteHeader(http.StatusForbidden)
+			b, _ := json.Marshal(map[string]string{"__type": code, "message": msg})
+			_, _ = w.Write(b)
+			return
 		}
-		f.wg.Go(func() { f.pipe(c) })
-	}
+		next.ServeHTTP(w, r)
+	})
 }
 
-// pipe copies c to a new connection to the emulator and back, until either side closes.
-func (f *forwarder) pipe(c net.Conn) {
-	u, err := net.Dial("tcp", f.target)
-	if err != nil {
-		c.Close()
-		return
+// Error codes of the requests the loopback server refuses.
+const (
+	codeHostNotAllowed   = "HostNotAllowed"
+	codeCrossSiteRequest = "CrossSiteRequest"
+)
+
+// checkRequest returns "" for a request the emulator may serve, else an error code and a message
+// that says why not. The emulator has no authentication: anything that reaches its port drives
+// it. A program on this machine addresses it as localhost or a loopback address; a web page in a
+// browser on this machine can reach the port too, two ways, both refused:
+//
+//   - DNS rebinding: a page of evil.example whose name is made to resolve to 127.0.0.1 sends its
+//     requests with "Host: evil.example", so a request whose Host header is not a loopback name
+//     (allowedHost) is refused;
+//   - cross-site requests: any page may send simple requests (a form's POST, an image's GET) to
+//     http://localhost:4566 with the right Host; browsers mark them with an Origin header (POST)
+//     and Sec-Fetch-Site (all), which the SDKs never send. A request from a page whose origin is
+//     not on a loopback name, or that the browser calls cross-site, is refused; a page served
+//     from this machine (another localhost port: same-site) is not.
+func checkRequest(r *http.Request) (code, msg string) {
+	if !allowedHost(r.Host) {
+		return codeHostNotAllowed, fmt.Sprintf("the embedded emulator answers only requests addressed to this machine "+
+			"(localhost, 127.0.0.1 or [::1], with or without the port), not to %q: a web page cannot drive it through DNS rebinding. "+
+			"Reach it at http://localhost:PORT", r.Host)
 	}
-	if !f.track(c, u) {
-		c.Close()
-		u.Close()
-		return
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || u.Host == "" || !allowedHost(u.Host) {
+			return codeCrossSiteRequest, fmt.Sprintf("the embedded emulator refuses requests from web pages of other sites (Origin %q)", origin)
+		}
 	}
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(u, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
-	<-done // HTTP needs no half-close: the first side to end ends the pair
-	c.Close()
-	u.Close()
-	<-done
-	f.untrack(c, u)
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return codeCrossSiteRequest, "the embedded emulator refuses requests a browser sends for a page of another site (Sec-Fetch-Site: cross-site)"
+	}
+	return "", ""
 }
 
-func (f *forwarder) track(cs ...net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
+// allowedHost reports whether host, a Host header (a name or an IP literal, with or without the
+// port), names this machine's loopback interface: localhost, or a name under .localhost (which
+// the emulator reads S3 buckets from, <bucket>.localhost; RFC 6761 reserves them for loopback, so
+// no page can make one resolve elsewhere), or a loopback IP literal (127.0.0.0/8, [::1]). The
+// name the backend's URL gives is one of them.
+func allowedHost(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		name = host[1 : len(host)-1]
 	}
-	for _, c := range cs {
-		f.conns[c] = struct{}{}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
 	}
-	return true
-}
-
-func (f *forwarder) untrack(cs ...net.Conn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range cs {
-		delete(f.conns, c)
-	}
-}
-
-// close stops accepting, closes every forwarded connection and waits for their goroutines.
-func (f *forwarder) close() {
-	f.mu.Lock()
-	f.closed = true
-	for _, ln := range f.lns {
-		ln.Close()
-	}
-	for c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
+	ip, err := netip.ParseAddr(name)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // QueueURL returns queueURL as it is reachable at the backend's URL: see QueueURLAt.

@@ -41,6 +41,13 @@ type Stack struct {
 	FIFO bool
 }
 
+// QueueMaxMessageSize is the MaximumMessageSize of both queues Provision creates: 1 MiB
+// (1,048,576 bytes), the most SQS allows and what the producer assumes
+// (producer.Config.QueueMaxMessageSize's default). SQS's default for a queue created without the
+// attribute is 256 KiB, which would refuse the producer's larger jobs, and the worker's
+// dead-letter copies of them.
+const QueueMaxMessageSize = 1 << 20
+
 // QueueName returns the job queue's name for a stack.
 func QueueName(stack string, fifo bool) string { return suffix(stack+"-jobs", fifo) }
 
@@ -61,7 +68,8 @@ type SQSProvisioner interface {
 }
 
 // Provision creates (or finds, since CreateQueue is idempotent for equal attributes) the job
-// queue and its DLQ, with the redrive policy from the source to the DLQ.
+// queue and its DLQ, with the redrive policy from the source to the DLQ, both with a
+// MaximumMessageSize of QueueMaxMessageSize (1 MiB).
 func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*Stack, error) {
 	if err := validStackName(opts.Name); err != nil {
 		return nil, err
@@ -79,7 +87,8 @@ func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*
 		return nil, fmt.Errorf("awslocal: VisibilityTimeout %d out of range 0-43200", opts.VisibilityTimeout)
 	}
 	st := &Stack{Name: opts.Name, FIFO: opts.FIFO}
-	dlqAttrs := map[string]string{"MessageRetentionPeriod": "1209600"}
+	maxSize := strconv.Itoa(QueueMaxMessageSize)
+	dlqAttrs := map[string]string{"MessageRetentionPeriod": "1209600", "MaximumMessageSize": maxSize}
 	if opts.FIFO {
 		dlqAttrs["FifoQueue"] = "true"
 	}
@@ -92,8 +101,9 @@ func Provision(ctx context.Context, client SQSProvisioner, opts StackOptions) (*
 		"maxReceiveCount":     strconv.Itoa(opts.MaxReceiveCount),
 	})
 	attrs := map[string]string{
-		"VisibilityTimeout": strconv.Itoa(opts.VisibilityTimeout),
-		"RedrivePolicy":     string(redrive),
+		"VisibilityTimeout":  strconv.Itoa(opts.VisibilityTimeout),
+		"RedrivePolicy":      string(redrive),
+		"MaximumMessageSize": maxSize,
 	}
 	if opts.FIFO {
 		attrs["FifoQueue"] = "true"

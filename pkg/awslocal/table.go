@@ -2,13 +2,12 @@ package awslocal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -18,20 +17,21 @@ func TableName(stack string) string { return stack + "-jobs" }
 // TableProvisioner is the part of the DynamoDB client ProvisionTable uses.
 type TableProvisioner interface {
 	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	idempotency.TTLAPI
 }
 
 // ProvisionTable creates (or finds) the stack's job table — the idempotency and status records,
-// with its two GSIs — and enables its TTL. It returns the table name.
+// with its two GSIs — waits until the table and its indexes are ACTIVE (DynamoDB creates a table
+// in state CREATING and refuses writes and UpdateTimeToLive until then), and enables its TTL. It
+// returns the table name.
 func ProvisionTable(ctx context.Context, client TableProvisioner, stack string) (string, error) {
 	if err := validStackName(stack); err != nil {
 		return "", err
 	}
 	name := TableName(stack)
-	_, err := client.CreateTable(ctx, idempotency.TableInput(name))
-	var inUse *ddbtypes.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return "", fmt.Errorf("awslocal: create table %s: %w", name, err)
+	if _, err := ddbtable.Create(ctx, client, idempotency.TableInput(name), ddbtable.Wait{}); err != nil {
+		return "", fmt.Errorf("awslocal: %w", err)
 	}
 	if err := idempotency.EnableTTL(ctx, client, name); err != nil {
 		return "", err

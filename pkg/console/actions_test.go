@@ -362,8 +362,13 @@ func TestActionsRefused(t *testing.T) {
 	}
 	c, logs := f.console(nil)
 	cl := newClient(t, c)
-	csrf := cl.csrf("/enqueue") // the form's token is the same on every page
-	form := url.Values{"id": {dead.ID}, "csrf": {csrf}}
+	// Not signed in: no page has an action form, or a CSRF token.
+	for _, p := range []string{"/", "/jobs?state=dead", "/job?id=" + dead.ID, "/schedules", "/enqueue"} {
+		if _, body := cl.get(p); strings.Contains(body, `method="post" action="/job`) || strings.Contains(body, `name="csrf"`) {
+			t.Errorf("%s offers an action or a CSRF token to a viewer who has not signed in", p)
+		}
+	}
+	form := url.Values{"id": {dead.ID}}
 
 	// Without the token.
 	if code, _, body := cl.post("/job/redrive", form); code != http.StatusUnauthorized || !strings.Contains(body, "needs the console") {
@@ -380,9 +385,13 @@ func TestActionsRefused(t *testing.T) {
 		t.Errorf("after a wrong token: %d", code)
 	}
 	cl.signIn()
+	form.Set("csrf", cl.csrf("/enqueue"))
 	// A missing or wrong CSRF token.
 	if code, _, _ := cl.post("/job/redrive", url.Values{"id": {dead.ID}, "csrf": {"nope"}}); code != http.StatusForbidden {
 		t.Errorf("wrong CSRF token: %d", code)
+	}
+	if code, _, _ := cl.post("/job/redrive", url.Values{"id": {dead.ID}}); code != http.StatusForbidden {
+		t.Errorf("no CSRF token: %d", code)
 	}
 	// A cross-site request, even with the cookie and the form's token.
 	if code, _, _ := cl.post("/job/redrive", form, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); code != http.StatusForbidden {

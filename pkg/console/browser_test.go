@@ -47,6 +47,7 @@ func chromium(t *testing.T) string {
 type browser struct {
 	t      *testing.T
 	ctx    context.Context
+	dir    string // the profile (user data) directory
 	mu     sync.Mutex
 	errors []string
 	// drains counts the drain markers written (drain) and seen (the listener): the browser
@@ -61,6 +62,7 @@ const drainMarker = "sqsworker-console-test-drain-"
 // newBrowser starts Chromium (path, from chromium). Start it after the servers it visits, so
 // that its final drain, a cleanup, runs before theirs close them.
 func newBrowser(t *testing.T, path string) *browser {
+	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -73,13 +75,13 @@ func newBrowser(t *testing.T, path string) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	b := &browser{t: t, ctx: ctx}
+	b := &browser{t: t, ctx: ctx, dir: dir}
 	// The first call starts the browser: without a timeout, which would stop the browser.
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start Chromium (%s): %v", path, err)
@@ -304,12 +306,24 @@ func TestBrowserHostileJobs(t *testing.T) {
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	b := newBrowser(t, path)
-	b.open(srv.URL + "/?token=" + token) // the pages that peek at the DLQ need it
+	b.open(srv.URL + signInLink(t, c)) // the pages that peek at the DLQ need it
 	r := f.ids["resize"]
 	for _, p := range []string{"/", "/jobs?state=dead", "/jobs?state=retrying", "/job?id=" + r.ID, "/dlq", "/job?id=legacy-1", "/schedules", "/enqueue"} {
 		b.open(srv.URL + p)
 		b.check(p)
+		checkEscaped(t, p+" as the browser shows it", eval[string](b, `document.documentElement.innerText`), false)
 	}
+	// The dead letter that is no job: its body, shown as text to a signed-in operator, with a
+	// Delete and no Redrive.
+	b.open(srv.URL + "/dlq")
+	b.open(eval[string](b, `document.querySelector("a.message-link").href`))
+	if body := b.text("#body"); !strings.Contains(body, "hello from a shell script") || !strings.Contains(body, `\u202e`) {
+		t.Errorf("the dead letter that is no job shows %q", body)
+	}
+	if n := eval[int](b, `document.querySelectorAll("#delete-message").length + 10 * document.querySelectorAll("#redrive").length`); n != 1 {
+		t.Errorf("the dead letter that is no job: want a Delete and no Redrive (got %d)", n)
+	}
+	b.check("the dead letter that is no job")
 	b.open(srv.URL + "/job?id=legacy-1")
 	if reason := b.text("#dl-reason"); reason != "unknown_kind" {
 		t.Errorf("the dead letter without a record (from the Dead letters page's peek) says %q", reason)
@@ -328,6 +342,16 @@ func TestBrowserHostileJobs(t *testing.T) {
 		t.Errorf("the charts do not name the kinds: %q", kinds)
 	}
 	b.check("overview refresh")
+}
+
+// signInLink returns a one-time sign-in link of the console (its path).
+func signInLink(t *testing.T, c *console.Console) string {
+	t.Helper()
+	link, err := c.SignInLink(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return link
 }
 
 // postForm submits a POST form built in the page (what a crafted page or a curious operator
@@ -350,7 +374,7 @@ func postForm(b *browser, action string, fields map[string]string) {
 func TestBrowserRedriveAll(t *testing.T) {
 	path := chromium(t)
 	f := newFixture(t, fixtureOptions{healable: true})
-	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second })
+	c, _ := f.console(func(c *console.Config) { c.Refresh = time.Second; c.Emulator = true })
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	ro, _ := f.console(func(c *console.Config) { c.ReadOnly = true; c.Token = "" })
@@ -385,29 +409,30 @@ func TestBrowserRedriveAll(t *testing.T) {
 	b.expectOnly("read-only redrive", "403") // the browser logs the refused POST's 403
 	stillDead("read-only")
 
-	// Without the token: the Dead letters page asks to sign in, and a click on Redrive (the
-	// job's page offers it: the job is dead) is refused.
+	// Without the token: the Dead letters page asks to sign in, the dead job's page offers no
+	// action but a sign-in link, and a redrive posted anyway is refused.
 	b.open(srv.URL + "/dlq")
 	if n := eval[int](b, `document.querySelectorAll('#signin-to-peek').length + document.querySelectorAll('#redrive-all').length * 10`); n != 1 {
 		t.Errorf("the Dead letters page without the token: want a sign-in link and no Redrive all (got %d)", n)
 	}
 	b.expectOnly("dlq without the token", "401")
 	b.open(srv.URL + "/job?id=" + dead.ID)
-	if note := b.text("main"); !strings.Contains(note, "Sign in to see its dead letter") {
+	if note := b.text("#signin-to-see"); !strings.Contains(note, "Sign in to see its dead letter") {
 		t.Errorf("the dead job's page without the token says %q", note)
 	}
-	b.do("click redrive without the token",
-		chromedp.Click(chromedp.CSS("#redrive")),
-		chromedp.WaitVisible(chromedp.CSS("#page-error")),
-	)
+	if forms := eval[int](b, `document.querySelectorAll('form[method="post"]').length`); forms != 0 {
+		t.Errorf("the dead job's page offers %d action forms to a viewer who has not signed in", forms)
+	}
+	postForm(b, "/job/redrive", map[string]string{"id": dead.ID})
+	b.do("the refused redrive", chromedp.WaitVisible(chromedp.CSS("#page-error")))
 	if msg := b.text("#page-error"); !strings.Contains(msg, "needs the console's token") {
 		t.Errorf("without the token the page says %q", msg)
 	}
 	b.expectOnly("redrive without the token", "401")
 	stillDead("without the token")
 
-	// Sign in with the link the CLI prints, look around, take the screenshots.
-	b.open(srv.URL + "/?token=" + token)
+	// Sign in with the one-time link the CLI prints, look around, take the screenshots.
+	b.open(srv.URL + signInLink(t, c))
 	if mode := b.text("#mode"); mode != "signed in" {
 		t.Fatalf("after the token link: %q", mode)
 	}

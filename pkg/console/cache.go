@@ -81,3 +81,11 @@ func (m *memo[K, V]) get(ctx context.Context, key K, now func() time.Time, ttl t
 		return zero, ctx.Err()
 	}
 }
+
+// forget drops key's value (a call in progress goes on, for its callers): the next caller calls
+// again.
+func (m *memo[K, V]) forget(key K) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.items, key)
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -37,6 +38,7 @@ type DLQAPI interface {
 	RedriveAll(ctx context.Context, opts dlq.RedriveOptions) (dlq.RedriveResult, error)
 	WaitMoveTask(ctx context.Context, handle string, opts dlq.WaitOptions) (dlq.MoveTask, error)
 	Purge(ctx context.Context, confirm string) error
+	DeleteMessage(ctx context.Context, messageID string, opts dlq.DeleteOptions) (dlq.Message, error)
 }
 
 // SchedulesAPI is the part of *schedule.Client the console uses.
@@ -112,9 +114,15 @@ type Config struct {
 	// excepted), so put it behind your own authentication.
 	ReadOnly bool
 	// Token is the secret that allows actions, and the pages that peek at the DLQ (a peek
-	// counts as a receive of each message and hides it for a moment: see PeekCacheFor).
-	// Required unless ReadOnly; NewToken makes one.
+	// counts as a receive of each message and hides it for a moment: see PeekCacheFor): a
+	// browser signs in with it (the sign-in form, or a one-time link from SignInLink) and gets a
+	// session; a script sends it in an "Authorization: Bearer" header. Required unless
+	// ReadOnly; NewToken makes one.
 	Token string
+	// SessionLifetime is how long a sign-in lasts: the session cookie's Max-Age, and the
+	// console's own end of the session (a copy of the cookie stops working then too). Signing
+	// out ends it at once. 1m-720h; defaults to 12 h.
+	SessionLifetime time.Duration
 	// SecureCookie marks the session cookie Secure, so that the browser sends it over HTTPS
 	// only. Set it when the console is served over HTTPS through a proxy that terminates TLS
 	// (the console then sees plain HTTP). Defaults to false: the cookie is Secure only when the
@@ -122,8 +130,16 @@ type Config struct {
 	// could send it.
 	SecureCookie bool
 	// ShowArgs shows job args and message bodies; by default they are hidden, as the worker's
-	// logs hide them (they may hold personal data).
+	// logs hide them (they may hold personal data). The body of a dead letter that is no job (not
+	// an envelope) is shown to a signed-in operator all the same, who needs it to decide to
+	// delete it.
 	ShowArgs bool
+	// Emulator says the backend is an emulator, not AWS (`sqsworker ui --endpoint`, `run`, the
+	// demo): the pages then label the queues' visible and in-flight counts as approximate, since
+	// the embedded emulator moves a message whose visibility ended back to visible only when
+	// something receives from its queue (docs/ARCHITECTURE.md §6), and word an unreachable
+	// backend's advice for an emulator. Defaults to false (AWS).
+	Emulator bool
 	// Hosts, when set, are the only Host header values (host or host:port) the console answers;
 	// other requests get 421. `sqsworker ui` sets the address it listens on, which blocks DNS
 	// rebinding. Defaults to any host (put the console behind your own routing).
@@ -154,19 +170,20 @@ type Config struct {
 // Console is the console's http.Handler. It is safe for concurrent use. Close stops a redrive
 // it runs in the background.
 type Console struct {
-	cfg         Config
-	mux         *http.ServeMux
-	log         *slog.Logger
-	pages       *pageSet
-	csrf        string
-	cookieValue string
-	dlqName     string
-	queueName   string
-	cop         *http.CrossOriginProtection
+	cfg       Config
+	mux       *http.ServeMux
+	log       *slog.Logger
+	pages     *pageSet
+	sessions  sessionStore
+	dlqName   string
+	queueName string
+	cop       *http.CrossOriginProtection
 
-	redrive redriveRunner
-	snaps   snapshots
-	peeks   memo[struct{}, *snapshot]
+	redrive  redriveRunner
+	snaps    snapshots
+	peeks    memo[struct{}, *snapshot]
+	purgedAt atomic.Int64 // when this console last purged the DLQ (Unix ns), 0 never
+	lastScan atomic.Int64 // when the job page last scanned the DLQ (Unix ns), 0 never
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -228,6 +245,12 @@ func New(cfg Config) (*Console, error) {
 	if cfg.PeekCacheFor < time.Second || cfg.PeekCacheFor > 10*time.Minute {
 		return nil, fmt.Errorf("%w: PeekCacheFor %v is outside 1s-10m", ErrConfig, cfg.PeekCacheFor)
 	}
+	if cfg.SessionLifetime == 0 {
+		cfg.SessionLifetime = defaultSessionLifetime
+	}
+	if cfg.SessionLifetime < minSessionLifetime || cfg.SessionLifetime > maxSessionLifetime {
+		return nil, fmt.Errorf("%w: SessionLifetime %v is outside %v-%v", ErrConfig, cfg.SessionLifetime, minSessionLifetime, maxSessionLifetime)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -250,10 +273,6 @@ func New(cfg Config) (*Console, error) {
 	}
 	// An empty peek received nothing, so it changed nothing: the next viewer may peek again.
 	c.peeks.reuse = func(sn *snapshot) bool { return len(sn.msgs) > 0 }
-	if cfg.Token != "" {
-		c.csrf = mac(cfg.Token, "csrf")
-		c.cookieValue = mac(cfg.Token, "session")
-	}
 	c.routes()
 	return c, nil
 }
@@ -307,7 +326,7 @@ func (c *Console) path(p string) string { return c.cfg.Prefix + p }
 // routes registers every page, action and asset.
 func (c *Console) routes() {
 	m := http.NewServeMux()
-	get := func(p string, h http.HandlerFunc) { m.HandleFunc("GET "+c.path(p), c.signInFromURL(h)) }
+	get := func(p string, h http.HandlerFunc) { m.HandleFunc("GET "+c.path(p), c.refuseTokenInURL(h)) }
 	post := func(p, name string, h actionFunc) { m.HandleFunc("POST "+c.path(p), c.action(name, h)) }
 	get("/{$}", c.overviewPage)
 	get("/api/overview", c.overviewAPI)
@@ -316,6 +335,7 @@ func (c *Console) routes() {
 	get("/job", c.jobPage)
 	get("/dlq", c.dlqPage)
 	get("/dlq/redrive", c.redrivePage)
+	get("/dlq/message", c.messagePage)
 	get("/api/redrive", c.redriveAPI)
 	get("/schedules", c.schedulesPage)
 	get("/enqueue", c.enqueuePage)
@@ -329,6 +349,7 @@ func (c *Console) routes() {
 	post("/job/copy", "job.copy", c.copyJobAction)
 	post("/dlq/redrive-all", "dlq.redrive_all", c.redriveAllAction)
 	post("/dlq/purge", "dlq.purge", c.purgeAction)
+	post("/dlq/delete", "dlq.delete_message", c.deleteMessageAction)
 	post("/schedules/create", "schedule.create", c.createScheduleAction)
 	post("/schedules/enable", "schedule.enable", c.enableScheduleAction)
 	post("/schedules/disable", "schedule.disable", c.disableScheduleAction)

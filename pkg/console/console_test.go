@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sqsworker/sqsworker/pkg/console"
@@ -261,7 +262,7 @@ func (fakeStatus) Get(context.Context, string, string) (status.Job, error) { ret
 func (fakeStatus) GetByID(context.Context, string) (status.Job, error)     { return fakeJob(), nil }
 
 func fakeJob() status.Job {
-	h := hostileScript + hostileImg + hostileUTF8
+	h := hostileScript + hostileImg + hostileUTF8 + hostileBidi
 	j := status.Job{}
 	j.Kind, j.Key, j.JobID, j.State, j.Reason, j.LastError, j.Result = "x.y", h, h, idempotency.StateDead, h, h+hostileLong, h
 	return j
@@ -336,7 +337,7 @@ func TestConfigErrors(t *testing.T) {
 // behind a proxy that terminates TLS (the console sees plain HTTP); X-Forwarded-Proto alone,
 // which any client can send, does not make it Secure, nor does it keep it from being so.
 func TestSessionCookieSecure(t *testing.T) {
-	cookie := func(h http.Handler, tls bool, headers ...string) *http.Cookie {
+	cookie := func(h *console.Console, tls bool, headers ...string) *http.Cookie {
 		t.Helper()
 		srv := httptest.NewUnstartedServer(h)
 		if tls {
@@ -345,7 +346,11 @@ func TestSessionCookieSecure(t *testing.T) {
 			srv.Start()
 		}
 		defer srv.Close()
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/?token="+token, nil)
+		link, err := h.SignInLink(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+link, nil)
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])
 		}
@@ -357,7 +362,7 @@ func TestSessionCookieSecure(t *testing.T) {
 		}
 		resp.Body.Close()
 		for _, c := range resp.Cookies() {
-			if c.Name == "sqsworker_console" {
+			if strings.HasPrefix(c.Name, "sqsworker_console_") {
 				return c
 			}
 		}
@@ -374,7 +379,7 @@ func TestSessionCookieSecure(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		h       http.Handler
+		h       *console.Console
 		tls     bool
 		headers []string
 		want    bool

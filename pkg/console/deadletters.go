@@ -12,13 +12,18 @@ import (
 	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
-// dlqRow is one dead letter of the Dead letters page, cleaned for display. JobID is clipped for
-// the table; ID is the whole job id, for the redrive form and the link.
+// dlqRow is one dead letter of the Dead letters page, for display. ID and MessageID are the
+// whole values, for the forms; the other strings are cleaned (escaped, clipped).
 type dlqRow struct {
-	ID, JobID, Kind, Reason, FailedAt, SentAt, Error, Href string
-	Attempts                                               int
+	ID, MessageID                    string
+	JobID, JobIDFull, Kind, Reason   string
+	Error, Href, MessageHref         string
+	FailedAt                         when
+	Attempts                         int
+	Malformed, CanRedrive, CanDelete bool
 }
 
 // snapshot is one peek of the DLQ, paged by the Dead letters page: SQS cannot list a queue, so
@@ -26,18 +31,27 @@ type dlqRow struct {
 // through what it read. The job page finds a job's dead letter in it.
 type snapshot struct {
 	id      string
-	started time.Time // when the peek began
-	taken   time.Time // when it ended
-	rows    []dlqRow
-	msgs    []dlq.Message // the rows' messages, in the same order
+	started time.Time     // when the peek began
+	taken   time.Time     // when it ended
+	msgs    []dlq.Message // oldest first
 	full    bool          // the peek stopped at PeekLimit
-	err     error         // the peek stopped early (rows holds what it read)
+	err     error         // the peek stopped early (msgs holds what it read)
 }
 
 // find returns the dead letter of jobID in the snapshot.
 func (sn *snapshot) find(jobID string) (dlq.Message, bool) {
 	for _, m := range sn.msgs {
 		if m.JobID == jobID {
+			return m, true
+		}
+	}
+	return dlq.Message{}, false
+}
+
+// findMessage returns the dead letter whose SQS message id is id.
+func (sn *snapshot) findMessage(id string) (dlq.Message, bool) {
+	for _, m := range sn.msgs {
+		if m.MessageID == id {
 			return m, true
 		}
 	}
@@ -85,14 +99,26 @@ func (s *snapshots) latest() *snapshot {
 	return s.list[len(s.list)-1]
 }
 
+// clear forgets every kept peek.
+func (s *snapshots) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = nil
+}
+
 // peekTimeout bounds one peek of the DLQ.
 const peekTimeout = 2 * time.Minute
 
-// sharedPeek returns a peek of the DLQ taken less than PeekCacheFor ago and begun at or after
-// notBefore, taking one when there is none: every viewer shares one peek per PeekCacheFor, and
-// concurrent viewers the one in progress. A peek that stopped early is returned with its error.
-func (c *Console) sharedPeek(ctx context.Context, notBefore time.Time) (*snapshot, error) {
-	sn, err := c.peeks.get(ctx, struct{}{}, c.cfg.Now, c.cfg.PeekCacheFor, notBefore, peekTimeout, func(pctx context.Context) (*snapshot, error) {
+// purgeTakes is how long SQS may take to delete a purged queue's messages.
+const purgeTakes = 60 * time.Second
+
+// sharedPeek returns a peek of the DLQ taken less than PeekCacheFor ago, taking one when there is
+// none: every viewer shares one peek per PeekCacheFor, and concurrent viewers the one in
+// progress. Nothing a request says (no record's time) makes it peek sooner; an action that
+// changes the DLQ (a redrive, a purge, a delete) does (invalidatePeeks). A peek that stopped
+// early is returned with its error.
+func (c *Console) sharedPeek(ctx context.Context) (*snapshot, error) {
+	sn, err := c.peeks.get(ctx, struct{}{}, c.cfg.Now, c.cfg.PeekCacheFor, time.Time{}, peekTimeout, func(pctx context.Context) (*snapshot, error) {
 		pctx, cancel := context.WithCancel(pctx)
 		defer context.AfterFunc(c.ctx, cancel)() // Close stops a peek in progress
 		defer cancel()
@@ -106,6 +132,24 @@ func (c *Console) sharedPeek(ctx context.Context, notBefore time.Time) (*snapsho
 		return nil, err
 	}
 	return sn, sn.err
+}
+
+// invalidatePeeks forgets every peek, after an action that changed the DLQ: the next view peeks
+// again, and no page offers actions on what the action removed.
+func (c *Console) invalidatePeeks() {
+	c.peeks.forget(struct{}{})
+	c.snaps.clear()
+}
+
+// purging reports whether a purge from this console may still be deleting the DLQ's messages
+// (SQS takes up to 60 s), and since when.
+func (c *Console) purging() (time.Time, bool) {
+	ns := c.purgedAt.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	at := time.Unix(0, ns)
+	return at, c.cfg.Now().Before(at.Add(purgeTakes))
 }
 
 // peek takes a new snapshot of the DLQ.
@@ -126,28 +170,45 @@ func (c *Console) peek(ctx context.Context) (*snapshot, error) {
 		return msgs[a].MessageID < msgs[b].MessageID
 	})
 	sn := &snapshot{started: started, taken: c.cfg.Now(), full: len(msgs) >= c.cfg.PeekLimit, msgs: msgs, err: err}
-	for _, m := range msgs {
-		row := dlqRow{
-			ID: clean(m.JobID), JobID: clip(orDash(m.JobID), 80), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
-			FailedAt: showTime(m.FailedAt), SentAt: showTime(m.SentAt), Attempts: m.Attempts,
-		}
-		if m.Failure != nil {
-			row.Error = clip(m.Failure.Error, 160)
-		}
-		if m.JobID != "" {
-			row.Href = c.jobIDHref(m.JobID)
-		}
-		sn.rows = append(sn.rows, row)
-	}
 	c.snaps.add(sn)
 	return sn, err
+}
+
+// malformed reports whether a dead letter is no job: its body is not an envelope, nor a pointer
+// to one in S3. No redrive can heal it; it can be deleted.
+func malformed(m dlq.Message) bool {
+	if m.Payload != nil {
+		return false
+	}
+	_, err := jobs.ParseEnvelope(m.Body)
+	return err != nil
+}
+
+// toDLQRow returns a dead letter as the Dead letters page shows it; canAct says whether the page
+// offers actions (signed in, not read-only, no purge under way).
+func (c *Console) toDLQRow(m dlq.Message, canAct bool) dlqRow {
+	row := dlqRow{
+		ID: raw(m.JobID), MessageID: raw(m.MessageID),
+		JobID: clip(orDash(m.JobID), 80), JobIDFull: clean(m.JobID), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
+		FailedAt: c.when(m.FailedAt), Attempts: m.Attempts, Malformed: malformed(m),
+		MessageHref: c.link("/dlq/message", url.Values{"id": {m.MessageID}}),
+	}
+	if m.Failure != nil {
+		row.Error = clip(m.Failure.Error, 160)
+	}
+	if m.JobID != "" {
+		row.Href = c.jobIDHref(m.JobID)
+	}
+	row.CanRedrive = canAct && m.JobID != "" && !row.Malformed
+	row.CanDelete = canAct && row.Malformed && m.MessageID != ""
+	return row
 }
 
 type dlqData struct {
 	Queue       string
 	Depth       string
 	Rows        []dlqRow
-	Taken       string
+	Taken       when
 	Total       int
 	From, To    int
 	Full        bool
@@ -161,7 +222,8 @@ type dlqData struct {
 	PurgeName   string
 	NeedsSignIn bool
 	InFlight    bool // the peek saw nothing, but the DLQ holds messages (in flight)
-	SignInHref  string
+	Purging     bool // a purge from this console may still be deleting the messages
+	PurgedAt    when
 }
 
 // refuseCrossSite answers a cross-site request for a page that would peek at the DLQ with 403:
@@ -175,8 +237,11 @@ func (c *Console) refuseCrossSite(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// signInHref is the sign-in page, back to r's page afterwards.
+// signInHref is the sign-in page, back to r's page afterwards (the overview after a POST).
 func (c *Console) signInHref(r *http.Request) string {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return c.path("/signin")
+	}
 	return c.link("/signin", url.Values{"next": {r.URL.RequestURI()}})
 }
 
@@ -193,13 +258,18 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	data := dlqData{Queue: clean(c.dlqName), PurgeName: clean(c.dlqName), PeekLimit: c.cfg.PeekLimit, PeekEvery: c.cfg.PeekCacheFor.String(),
+	data := dlqData{Queue: clean(c.dlqName), PurgeName: raw(c.dlqName), PeekLimit: c.cfg.PeekLimit, PeekEvery: duration(c.cfg.PeekCacheFor),
 		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running()}
-	if line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL); line.Visible != nil {
+	line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL)
+	if line.Visible != nil {
 		data.Depth = strconv.Itoa(*line.Visible + deref(line.InFlight))
 	}
+	if at, ok := c.purging(); ok {
+		data.Purging, data.PurgedAt = true, c.when(at)
+		v.CanAct = false
+	}
 	if !c.mayReadDLQ(r) {
-		data.NeedsSignIn, data.SignInHref = true, c.signInHref(r)
+		data.NeedsSignIn = true
 		v.Error = "Reading the DLQ needs the console's token: a peek receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console peeks for signed-in operators only."
 		v.Data = data
 		c.render(w, r, http.StatusUnauthorized, v)
@@ -212,25 +282,28 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if sn == nil {
 		var err error
-		sn, err = c.sharedPeek(r.Context(), time.Time{})
+		sn, err = c.sharedPeek(r.Context())
 		if err != nil && sn == nil {
-			v.Error, code = "Peeking at the DLQ failed: "+clean(err.Error()), http.StatusBadGateway
+			v.Error, code = c.backendError("Peeking at the DLQ failed", err), http.StatusBadGateway
 			v.Data = data
 			c.render(w, r, code, v)
 			return
 		}
 	}
 	if sn.err != nil {
-		v.Error = "The peek stopped early: " + clean(sn.err.Error())
+		v.Error = c.backendError("The peek stopped early", sn.err)
 	}
 	page, _ := strconv.Atoi(q.Get("page"))
 	size := c.cfg.PageSize
-	pages := max(1, (len(sn.rows)+size-1)/size)
+	pages := max(1, (len(sn.msgs)+size-1)/size)
 	page = min(max(page, 1), pages)
-	from, to := (page-1)*size, min(page*size, len(sn.rows))
-	data.Rows, data.Total, data.Full, data.Taken = sn.rows[from:to], len(sn.rows), sn.full, showTime(sn.taken)
+	from, to := (page-1)*size, min(page*size, len(sn.msgs))
+	for _, m := range sn.msgs[from:to] {
+		data.Rows = append(data.Rows, c.toDLQRow(m, v.CanAct))
+	}
+	data.Total, data.Full, data.Taken = len(sn.msgs), sn.full, c.when(sn.taken)
 	data.From, data.To = from+1, to
-	data.InFlight = len(sn.rows) == 0 && data.Depth != "" && data.Depth != "0"
+	data.InFlight = len(sn.msgs) == 0 && data.Depth != "" && data.Depth != "0"
 	if page < pages {
 		data.NextHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
 	}
@@ -241,11 +314,83 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, code, v)
 }
 
-func deref(p *int) int {
-	if p == nil {
-		return 0
+// messageData is the page of one dead letter found by its SQS message id.
+type messageData struct {
+	Found     bool
+	ID        string // the message id, for the delete form
+	JobHref   string
+	Dead      *deadLetterView
+	Taken     when
+	CanDelete bool
+	DLQHref   string
+}
+
+// messagePage shows one dead letter of the last peek, by its SQS message id, without a new peek:
+// the page of a dead letter that is no job (a body that is not an envelope has no job id), with
+// its body for a signed-in operator, and the action that works for it: delete.
+func (c *Console) messagePage(w http.ResponseWriter, r *http.Request) {
+	v := c.newView(r, "message", "Dead letter")
+	id := r.URL.Query().Get("id")
+	data := messageData{ID: raw(id), DLQHref: c.path("/dlq")}
+	v.Data = &data
+	code := http.StatusOK
+	switch {
+	case c.cfg.DLQ == nil:
+		v.Error, code = "This console has no dead-letter queue (give Config.DLQ).", http.StatusNotFound
+	case c.refuseCrossSite(w, r):
+		return
+	case !c.mayReadDLQ(r):
+		v.Error, code = "Reading the DLQ needs the console's token: sign in.", http.StatusUnauthorized
+	default:
+		sn := c.snaps.latest()
+		var m dlq.Message
+		if sn != nil {
+			m, data.Found = sn.findMessage(id)
+		}
+		if !data.Found {
+			v.Error, code = "No dead letter "+clip(orDash(id), 100)+" in the last peek of the DLQ: deleted, redriven, or peeked before. Open the Dead letters page for a new peek.", http.StatusNotFound
+			break
+		}
+		data.Taken = c.when(sn.taken)
+		data.Dead = c.toDeadLetterView(m, v.SignedIn)
+		if m.JobID != "" {
+			data.JobHref = c.jobIDHref(m.JobID)
+		}
+		_, purging := c.purging()
+		data.CanDelete = v.CanAct && malformed(m) && !purging
+		v.Title = "Dead letter " + clip(id, 60)
 	}
-	return *p
+	c.render(w, r, code, v)
+}
+
+// deleteMessageAction deletes one dead letter that is no job, by its SQS message id
+// (dlq.DeleteMessage).
+func (c *Console) deleteMessageAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
+	id := r.PostFormValue("message_id")
+	al.add("message_id", clip(id, 200))
+	if c.cfg.DLQ == nil {
+		al.fail(errors.New("no DLQ"))
+		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+		return
+	}
+	if id == "" {
+		al.fail(errors.New("no message id"))
+		c.refuse(w, r, http.StatusBadRequest, "Which dead letter? The form has no message id.")
+		return
+	}
+	_, err := c.cfg.DLQ.DeleteMessage(r.Context(), id, dlq.DeleteOptions{}) // a dead letter that is no job has no object of its own
+	c.invalidatePeeks()
+	switch {
+	case errors.Is(err, dlq.ErrNotFound):
+		al.fail(err)
+		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Dead letter %s is not in %s (deleted already, redriven, or held by another reader for a moment).", clip(id, 200), clean(c.dlqName)))
+		return
+	case err != nil:
+		al.fail(err)
+		c.refuse(w, r, http.StatusBadGateway, c.backendError("The delete failed", err))
+		return
+	}
+	c.done(w, r, "/dlq", nil, "deleted-message", "Deleted dead letter "+clip(id, 200)+" from "+clean(c.dlqName)+".")
 }
 
 // redriveState is a redrive of the whole DLQ running (or finished) in the background.
@@ -303,7 +448,9 @@ func (c *Console) startRedrive(who string) error {
 	}
 	st := &redriveState{Running: true, Started: showTime(c.cfg.Now()), Who: who}
 	rr.cur = st
+	c.invalidatePeeks()
 	c.wg.Go(func() {
+		defer c.invalidatePeeks()
 		res, err := c.cfg.DLQ.RedriveAll(c.ctx, dlq.RedriveOptions{Progress: func(moved, total int) {
 			rr.mu.Lock()
 			st.Moved, st.Total = moved, max(total, moved)
@@ -331,7 +478,7 @@ func (c *Console) startRedrive(who string) error {
 		st.Moved, st.Total, st.LeftBehind = res.Moved, max(res.Total, res.Moved), res.LeftBehind
 		st.Method, st.TaskHandle = res.Method, res.TaskHandle
 		if err != nil {
-			st.Error = clean(err.Error())
+			st.Error = c.backendError("The redrive stopped", err)
 		}
 		rr.mu.Unlock()
 		args := []any{"action", "dlq.redrive_all", "who", who, "moved", res.Moved, "total", res.Total,
@@ -350,14 +497,16 @@ func (c *Console) startRedrive(who string) error {
 func (c *Console) redrivePage(w http.ResponseWriter, r *http.Request) {
 	v := c.newView(r, "redrive", "Redrive")
 	st, ok := c.redrive.state()
+	started, _ := time.Parse(jobs.TimeLayout, st.Started)
 	v.Data = struct {
 		State   redriveState
 		Started bool
+		When    when
 		APIURL  string
 		DLQHref string
 		From    string
 		To      string
-	}{st, ok, c.path("/api/redrive"), c.path("/dlq"), clean(c.dlqName), clean(c.queueName)}
+	}{st, ok, c.when(started), c.path("/api/redrive"), c.path("/dlq"), clean(c.dlqName), clean(c.queueName)}
 	c.render(w, r, http.StatusOK, v)
 }
 
@@ -402,17 +551,19 @@ func (c *Console) redriveJobAction(w http.ResponseWriter, r *http.Request, al *a
 		return
 	}
 	err := c.cfg.DLQ.RedriveJob(r.Context(), id, r.PostFormValue("keep_attempts") != "")
+	c.invalidatePeeks()
 	switch {
 	case errors.Is(err, dlq.ErrNotFound):
 		al.fail(err)
-		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Job %s has no dead letter in %s (redriven already, or purged).", clip(id, 200), c.dlqName))
+		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Job %s has no dead letter in %s (redriven already, or purged).", clip(id, 200), clean(c.dlqName)))
 		return
 	case err != nil:
 		al.fail(err)
-		c.refuse(w, r, http.StatusBadGateway, "The redrive failed: "+clean(err.Error()))
+		c.refuse(w, r, http.StatusBadGateway, c.backendError("The redrive failed", err))
 		return
 	}
-	c.redirect(w, r, "/job", url.Values{"id": {id}, "done": {"redriven"}})
+	c.done(w, r, "/job", url.Values{"id": {id}}, "redriven",
+		"Redrove job "+clip(id, 200)+": it is back on the job queue with a fresh attempt budget.")
 }
 
 // purgeAction purges the DLQ, once the form repeats its name.
@@ -426,13 +577,27 @@ func (c *Console) purgeAction(w http.ResponseWriter, r *http.Request, al *action
 	confirm := r.PostFormValue("confirm")
 	if confirm != c.dlqName {
 		al.fail(errors.New("confirmation is not the queue's name"))
-		c.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Nothing was purged: type the queue's name, %s, to confirm.", c.dlqName))
+		c.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Nothing was purged: type the queue's name, %s, to confirm.", clean(c.dlqName)))
+		return
+	}
+	if _, ok := c.purging(); ok {
+		al.fail(errors.New("a purge is under way"))
+		c.refuse(w, r, http.StatusConflict, "A purge of the DLQ is under way: SQS deletes its messages within 60 seconds, and allows one purge per queue every 60 seconds.")
 		return
 	}
 	if err := c.cfg.DLQ.Purge(r.Context(), confirm); err != nil {
 		al.fail(err)
-		c.refuse(w, r, http.StatusBadGateway, "The purge failed: "+clean(err.Error()))
+		c.refuse(w, r, http.StatusBadGateway, c.backendError("The purge failed", err))
 		return
 	}
-	c.redirect(w, r, "/dlq", url.Values{"done": {"purged"}, "id": {c.dlqName}})
+	c.purgedAt.Store(c.cfg.Now().UnixNano())
+	c.invalidatePeeks()
+	c.done(w, r, "/dlq", nil, "purged", "Purged "+clean(c.dlqName)+": SQS deletes its messages within 60 seconds.")
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -300,9 +300,9 @@ func TestJobPageReadsTheDLQForDeadRecordsOnly(t *testing.T) {
 	if p, sh := counting.peeks.Load(), counting.shows.Load(); p != 1 || sh != 0 {
 		t.Errorf("two dead jobs' pages: %d peeks and %d scans, want one shared peek", p, sh)
 	}
-	// Not signed in: the record, and a note instead of the dead letter.
+	// Not signed in: the record, and a sign-in link instead of the dead letter and the redrive.
 	anon := newClient(t, c)
-	if code, body := anon.get("/job?id=" + dead.ID); code != http.StatusOK || !strings.Contains(body, "Sign in to see its dead letter") || !strings.Contains(body, `id="redrive"`) {
+	if code, body := anon.get("/job?id=" + dead.ID); code != http.StatusOK || !strings.Contains(body, `id="signin-to-see"`) || strings.Contains(body, `id="redrive"`) {
 		t.Errorf("anonymous dead job page: %d", code)
 	}
 	if p := counting.peeks.Load(); p != 1 {

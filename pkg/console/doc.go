@@ -19,24 +19,29 @@
 // Overview (queue depths, the oldest message's age, per-kind charts of the last hour or day,
 // refreshed every few seconds), Jobs (by state from the by_status index, paged, by kind; found
 // by id or by kind and key), Job (its record, envelope and dead letter; redrive, cancel, enqueue
-// a copy), Dead letters (a peek, paged; redrive one or all with a progress bar; purge), Schedules
+// a copy), Dead letters (a peek, paged; redrive one or all with a progress bar; purge; delete one
+// that is no job), Schedules
 // (recurring ones with their next runs, and the one-time schedules of delayed jobs) and Enqueue.
 // Every list pages and says what to do when it is empty. The assets (HTML templates, one CSS and
 // one JavaScript file) are embedded: the console needs no build step.
 //
 // # Safety
 //
-// Every value that comes from a job (args, errors, kinds, keys, attributes, bodies) is
-// attacker-controlled text: the pages escape it with html/template, the JavaScript writes it
-// only with textContent, and invalid UTF-8 is replaced. Responses carry a strict
+// Every value that comes from a job (args, errors, kinds, keys, ids, attributes, bodies) is
+// attacker-controlled text: the pages escape it with html/template, show control and
+// bidirectional characters as visible escapes (\x1b, \u202e), the JavaScript writes it only
+// with textContent, and invalid UTF-8 is replaced. Responses carry a strict
 // Content-Security-Policy (scripts and styles from the console's own files only, nothing
 // inline). Job args and message bodies are hidden unless Config.ShowArgs. Reading needs no
 // token, but for the DLQ: a peek is a receive of every message it shows (it raises the
 // message's ApproximateReceiveCount and hides it while the peek runs), so the pages that peek
 // need Config.Token when the console has sign-ins, refuse cross-site requests, and share one
-// peek per Config.PeekCacheFor. Every action needs Config.Token (given once to sign in, kept in
-// an HttpOnly, SameSite=Strict cookie, Secure over TLS or with Config.SecureCookie, or sent as an
-// "Authorization: Bearer" header), is a POST with a CSRF token and a cross-origin check, and
-// writes one structured log line (who, what, which job). Config.ReadOnly hides and refuses
-// every action.
+// peek per Config.PeekCacheFor whatever a request or a record says. Every action needs the
+// token: a browser signs in with it (the sign-in form, or a one-time link from
+// Console.SignInLink; never in a URL) and gets a session of its own — a random value in an
+// HttpOnly, SameSite=Strict cookie named after the console's port, Secure over TLS or with
+// Config.SecureCookie, ended at Config.SessionLifetime or at sign-out, on the server — and a
+// script sends an "Authorization: Bearer" header. Every action is a POST with the session's CSRF
+// token and a cross-origin check, is offered only where it can work, and writes one structured
+// log line (who, what, which job). Config.ReadOnly hides and refuses every action.
 package console

@@ -33,7 +33,7 @@ func (c *Console) enqueuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	v.Data = enqueueForm{Kind: clean(q.Get("kind")), Args: "{}", FIFO: c.cfg.Producer.FIFO()}
+	v.Data = enqueueForm{Kind: raw(q.Get("kind")), Args: "{}", FIFO: c.cfg.Producer.FIFO()}
 	c.render(w, r, http.StatusOK, v)
 }
 
@@ -114,12 +114,12 @@ func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *acti
 			if res.StatusErr != nil {
 				al.add("status_error", res.StatusErr.Error())
 			}
-			done := "enqueued"
+			done, text := "enqueued", "Enqueued job "+clip(res.ID, 200)+"."
 			if res.Schedule != "" {
-				done = "scheduled"
+				done, text = "scheduled", "Scheduled job "+clip(res.ID, 200)+": the scheduler sends it when it is due."
 				al.add("schedule", res.Schedule)
 			}
-			c.redirect(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "done": {done}, "id": {res.ID}})
+			c.done(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "id": {res.ID}}, done, text)
 			return
 		}
 		err = errors.New(enqueueError(err))
@@ -127,7 +127,7 @@ func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *acti
 	al.fail(err)
 	v := c.newView(r, "enqueue", "Enqueue")
 	v.Error = clean(err.Error())
-	f.Kind, f.Args, f.Key, f.Delay, f.Group, f.MaxAttempts = clean(f.Kind), clean(f.Args), clean(f.Key), clean(f.Delay), clean(f.Group), clean(f.MaxAttempts)
+	f.Kind, f.Args, f.Key, f.Delay, f.Group, f.MaxAttempts = raw(f.Kind), raw(f.Args), raw(f.Key), raw(f.Delay), raw(f.Group), raw(f.MaxAttempts)
 	v.Data = f
 	c.render(w, r, http.StatusBadRequest, v)
 }
@@ -162,7 +162,8 @@ func (c *Console) cancelJobAction(w http.ResponseWriter, r *http.Request, al *ac
 		c.refuse(w, r, http.StatusBadGateway, "The cancel failed: "+clean(err.Error()))
 		return
 	}
-	c.redirect(w, r, "/job", url.Values{"kind": {kind}, "key": {key}, "done": {"cancelled"}, "id": {j.JobID}})
+	c.done(w, r, "/job", url.Values{"kind": {kind}, "key": {key}, "id": {j.JobID}}, "cancelled",
+		"Cancelled job "+clip(j.JobID, 200)+": a delivery of it is acknowledged without running.")
 }
 
 // copyJobAction enqueues a new job with the kind, args and attempt budget of a job whose
@@ -215,5 +216,6 @@ func (c *Console) copyJobAction(w http.ResponseWriter, r *http.Request, al *acti
 		return
 	}
 	al.add("copy_job_id", res.ID, "kind", res.Kind)
-	c.redirect(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "done": {"copied"}, "id": {res.ID}})
+	c.done(w, r, "/job", url.Values{"kind": {res.Kind}, "key": {res.Key}, "id": {res.ID}}, "copied",
+		"Enqueued a copy of the job as job "+clip(res.ID, 200)+".")
 }

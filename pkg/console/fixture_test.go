@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -69,6 +70,9 @@ const (
 	hostileScript = `<script>window.__xss=1</script>`
 	hostileImg    = `"'><img src=x onerror="window.__xss=2">`
 	hostileUTF8   = "bad\xff\xfeutf8"
+	// hostileBidi reverses what follows it (U+202E), isolates (U+2066), marks (U+200F) and
+	// drives a terminal (an OSC title, a C1 CSI) when shown raw.
+	hostileBidi = "\u202egnp.exe\u2066\u200f\x1b]0;pwned\x07\u009b2J"
 )
 
 var hostileLong = strings.Repeat("A-very-long-word-without-spaces-", 400) // 12,800 bytes
@@ -151,7 +155,21 @@ func (f *fixture) text(s string) string {
 	if !f.hostile {
 		return s
 	}
-	return s + " " + hostileScript + " " + hostileImg + " " + hostileUTF8 + " " + hostileLong
+	return s + " " + hostileScript + " " + hostileImg + " " + hostileUTF8 + " " + hostileBidi + " " + hostileLong
+}
+
+// sqsText returns s without what SQS refuses in a message body or attribute (invalid UTF-8, and
+// characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF): job data
+// reaches SQS JSON-encoded, so such characters reach the console through the record and the
+// envelope's strings, not raw bodies.
+func sqsText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD, r >= 0x20 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD && r != utf8.RuneError, r >= 0x10000:
+			return r
+		}
+		return -1
+	}, s)
 }
 
 // startWorker runs the poller with the worker until stopWorker.
@@ -219,8 +237,9 @@ func (f *fixture) enqueue(what string, args jobs.Args, opts ...producer.Option) 
 // sendRaw sends a body as another language's producer would, with an attribute.
 func (f *fixture) sendRaw(body, attr string) string {
 	f.t.Helper()
-	// SQS carries valid UTF-8 only: invalid bytes reach the console through other paths.
-	body, attr = strings.ToValidUTF8(body, ""), strings.ToValidUTF8(attr, "")
+	// SQS carries valid UTF-8 only, without most control characters: those reach the console
+	// through other paths.
+	body, attr = sqsText(body), sqsText(attr)
 	out, err := f.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: aws.String(f.stack.QueueURL), MessageBody: aws.String(body),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
@@ -238,7 +257,7 @@ func (f *fixture) makeJobs(o fixtureOptions) {
 	t := f.t
 	key := func(s string) producer.Option {
 		if f.hostile {
-			s += " " + hostileScript + hostileImg
+			s += " " + hostileScript + hostileImg + hostileBidi
 		}
 		return producer.WithKey(s)
 	}
@@ -256,7 +275,7 @@ func (f *fixture) makeJobs(o fixtureOptions) {
 		f.sendRaw(f.text("hello from a shell script"), f.text("cron"))
 		unknown := jobs.Envelope{V: 1, ID: "legacy-1", Kind: "invoice.print", Key: "legacy", Args: json.RawMessage(`{"invoice":7}`)}
 		if f.hostile {
-			unknown.Key += " " + hostileScript + hostileImg
+			unknown.Key += " " + hostileScript + hostileImg + hostileBidi
 		}
 		b, err := unknown.MarshalJSON()
 		if err != nil {
@@ -439,12 +458,15 @@ func (c *client) post(path string, form url.Values, headers ...string) (int, str
 	return resp.StatusCode, resp.Header.Get("Location"), string(b)
 }
 
-// signIn signs the client in with the token link.
+// signIn signs the client in with the sign-in form, as an operator who pastes the token.
 func (c *client) signIn() {
 	c.t.Helper()
-	code, body, _ := c.follow("/?token=" + token)
-	if code != http.StatusOK || !strings.Contains(body, "signed in") {
-		c.t.Fatalf("sign in: %d\n%s", code, body)
+	code, loc, body := c.post("/signin", url.Values{"token": {token}, "next": {"/"}})
+	if code != http.StatusSeeOther || loc != "/" {
+		c.t.Fatalf("sign in: %d %s\n%s", code, loc, body)
+	}
+	if code, body := c.get("/"); code != http.StatusOK || !strings.Contains(body, `id="mode">signed in`) {
+		c.t.Fatalf("after signing in: %d\n%s", code, body)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -136,12 +134,9 @@ func (c *Console) flowLimitRow(l flow.LimitState) flowLimit {
 	return row
 }
 
-// visible returns text from outside (keys, notes) with control and bidi characters and invalid
-// UTF-8 shown as escapes, cut to n runes.
-func visible(s string, n int) string {
-	q := strconv.QuoteToGraphic(s)
-	return clip(q[1:len(q)-1], n)
-}
+// visible returns text from outside (keys, notes) for display: clip escapes control and bidi
+// characters and cuts to n runes.
+func visible(s string, n int) string { return clip(s, n) }
 
 // flowWho names who acted, for the pause record.
 func (c *Console) flowWho(r *http.Request) string {
@@ -171,7 +166,7 @@ func (c *Console) pauseKindAction(w http.ResponseWriter, r *http.Request, al *ac
 		c.renderFlow(w, r, code, kind, note, msg)
 		return
 	}
-	c.redirect(w, r, "/flow", url.Values{"done": {"kind-paused"}, "id": {kind}})
+	c.done(w, r, "/flow", nil, "kind-paused", "Paused kind "+clip(kind, 128)+": workers defer its jobs from their next pause check (within seconds).")
 }
 
 func (c *Console) resumeKindAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
@@ -193,11 +188,11 @@ func (c *Console) resumeKindAction(w http.ResponseWriter, r *http.Request, al *a
 		c.refuse(w, r, http.StatusBadGateway, "Resuming failed: "+clean(err.Error()))
 		return
 	}
-	done := "kind-resumed"
 	if !was {
-		done = "kind-not-paused"
+		c.done(w, r, "/flow", nil, "kind-not-paused", "Kind "+clip(kind, 128)+" was not paused.")
+		return
 	}
-	c.redirect(w, r, "/flow", url.Values{"done": {done}, "id": {kind}})
+	c.done(w, r, "/flow", nil, "kind-resumed", "Resumed kind "+clip(kind, 128)+".")
 }
 
 func (c *Console) pauseQueueAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
@@ -246,9 +241,9 @@ func (c *Console) setQueuePaused(w http.ResponseWriter, r *http.Request, al *act
 		c.refuse(w, r, http.StatusBadGateway, msg)
 		return
 	}
-	done := "queue-resumed"
 	if pause {
-		done = "queue-paused"
+		c.done(w, r, "/flow", nil, "queue-paused", "Paused queue "+c.queueName+": nothing is received until it is resumed.")
+		return
 	}
-	c.redirect(w, r, "/flow", url.Values{"done": {done}, "id": {c.queueName}})
+	c.done(w, r, "/flow", nil, "queue-resumed", "Resumed queue "+c.queueName+".")
 }

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
@@ -31,10 +30,12 @@ var emptyStates = map[idempotency.State]string{
 	idempotency.StateCancelled: "No cancelled job. A scheduled or queued job can be cancelled from its page.",
 }
 
-// jobRow is one job of a listing, cleaned for display.
+// jobRow is one job of a listing, cleaned for display: clipped values, and the whole ones
+// (JobIDFull, KeyFull) for the hover.
 type jobRow struct {
-	JobID, Kind, Key, State, Reason, Updated, LastError, Href string
-	Runs                                                      int
+	JobID, JobIDFull, Kind, Key, KeyFull, State, Reason, LastError, Href string
+	Updated                                                              when
+	Runs                                                                 int
 }
 
 func (c *Console) jobHref(kind, key string) string {
@@ -47,8 +48,8 @@ func (c *Console) jobIDHref(id string) string {
 
 func (c *Console) toRow(j status.Job) jobRow {
 	return jobRow{
-		JobID: clip(orDash(j.JobID), 80), Kind: clip(j.Kind, 128), Key: clip(j.Key, 60), State: string(j.State),
-		Reason: clip(orDash(j.Reason), 40), Updated: showTime(j.UpdatedAt), LastError: clip(orDash(j.LastError), 120),
+		JobID: clip(orDash(j.JobID), 80), JobIDFull: clean(j.JobID), Kind: clip(j.Kind, 128), Key: clip(j.Key, 60), KeyFull: clean(j.Key),
+		State: clean(string(j.State)), Reason: clip(orDash(j.Reason), 40), Updated: c.when(j.UpdatedAt), LastError: clip(orDash(j.LastError), 120),
 		Runs: j.Runs, Href: c.jobHref(j.Kind, j.Key),
 	}
 }
@@ -68,13 +69,13 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 		state = idempotency.StateDead
 	}
 	kind := strings.TrimSpace(q.Get("kind"))
-	data := jobsData{State: string(state), Kind: clean(kind), FirstHref: c.link("/jobs", url.Values{"state": {string(state)}, "kind": {kind}})}
+	data := jobsData{State: raw(string(state)), Kind: raw(kind), FirstHref: c.link("/jobs", url.Values{"state": {string(state)}, "kind": {kind}})}
 	for _, s := range listedStates {
 		qs := url.Values{"state": {string(s)}}
 		if kind != "" {
 			qs.Set("kind", kind)
 		}
-		data.Tabs = append(data.Tabs, tab{Label: string(s), Href: c.link("/jobs", qs), Active: s == state})
+		data.Tabs = append(data.Tabs, tab{Label: clean(string(s)), Href: c.link("/jobs", qs), Active: s == state})
 	}
 	code := http.StatusOK
 	switch {
@@ -89,7 +90,7 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 		case errors.As(err, &pe):
 			v.Error, code = "This page link is damaged or belongs to another listing: start again from the first page.", http.StatusBadRequest
 		case err != nil:
-			v.Error, code = "Listing the jobs failed: "+clean(err.Error()), http.StatusBadGateway
+			v.Error, code = c.backendError("Listing the jobs failed", err), http.StatusBadGateway
 		default:
 			for _, j := range page.Jobs {
 				data.Rows = append(data.Rows, c.toRow(j))
@@ -139,50 +140,63 @@ func (c *Console) findJob(w http.ResponseWriter, r *http.Request) {
 
 // jobData is the Job page.
 type jobData struct {
-	Query      string // what was looked up, for a not-found message
-	Found      bool
-	ID         string // the job id the actions use
-	Kind, Key  string
-	Record     *recordView
-	Envelope   *envelopeView
-	Dead       *deadLetterView
-	Scheduled  *scheduledView
-	Notes      []string
-	CanRedrive bool
-	CanCancel  bool
-	CanCopy    bool
+	Query     string // what was looked up, for a not-found message
+	Found     bool
+	ID        string // the job id the actions post (raw)
+	Kind, Key string // the job's kind and key the cancel posts (raw)
+	Record    *recordView
+	Envelope  *envelopeView
+	Dead      *deadLetterView
+	Scheduled *scheduledView
+	Notes     []string
+	// SignInToSee: the DLQ was not read because the viewer has not signed in.
+	SignInToSee bool
+	CanRedrive  bool
+	CanCancel   bool
+	CanCopy     bool
+	// CanDelete: its dead letter is no job (a body that is not an envelope): delete it, by
+	// MessageID.
+	CanDelete bool
+	MessageID string
 }
 
 type recordView struct {
 	JobID, Kind, Key, State, Reason, LastError, Result string
-	FirstRun, LastRun, Updated, Expires, LeaseUntil    string
-	RunAt                                              string
+	FirstRun, LastRun, Updated, Expires, LeaseUntil    when
+	RunAt                                              when
 	Runs                                               int
 	Expired                                            bool
 }
 
 type envelopeView struct {
-	ID, Kind, Key, EnqueuedAt, RunAt, Args string
-	MaxAttempts, AttemptsBefore            int
-	Meta                                   []kv
-	ArgsBytes                              int
+	ID, Kind, Key, Args         string
+	EnqueuedAt, RunAt           when
+	MaxAttempts, AttemptsBefore int
+	Meta                        []kv
+	ArgsBytes                   int
 }
 
 type kv struct{ Name, Value string }
 
+// deadLetterView is a dead letter as a page shows it. Body is set when it may be shown: with
+// Config.ShowArgs, or to a signed-in operator when the dead letter is no job (Malformed).
 type deadLetterView struct {
-	MessageID, Reason, Error, FailedAt, SentAt, SourceQueue, Body string
-	Attempts, ReceiveCount, BodyBytes                             int
-	Attributes                                                    []kv
-	BodyIsEnvelope                                                bool
+	MessageID, Reason, Error, SourceQueue, Body string
+	FailedAt, SentAt                            when
+	Attempts, ReceiveCount, BodyBytes           int
+	Attributes                                  []kv
+	BodyIsEnvelope, Malformed, BodyCut          bool
+	Href                                        string // the dead letter's own page
 }
 
 type scheduledView struct {
-	Name, RunAt, GroupID string
-	Disabled             bool
+	Name, GroupID string
+	RunAt         when
+	Disabled      bool
 }
 
-// jobPage shows one job: its record, its envelope and its dead letter, with the actions.
+// jobPage shows one job: its record, its envelope and its dead letter, with the actions that
+// can work for it.
 func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	v := c.newView(r, "job", "Job")
 	q := r.URL.Query()
@@ -217,21 +231,22 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, status.ErrNotFound):
 		case err != nil:
-			v.Error, code = "Reading the job's record failed: "+clean(err.Error()), http.StatusBadGateway
+			v.Error, code = c.backendError("Reading the job's record failed", err), http.StatusBadGateway
 		default:
 			rec = &j
 		}
 	}
 	if rec != nil {
-		data.Found, data.Record = true, toRecordView(*rec)
+		data.Found, data.Record = true, c.toRecordView(*rec)
 		id, kind, key = rec.JobID, rec.Kind, rec.Key
 	}
-	data.ID, data.Kind, data.Key = clean(id), clean(kind), clean(key)
+	data.ID, data.Kind, data.Key = raw(id), raw(kind), raw(key)
 	state := idempotency.State("")
 	if rec != nil {
 		state = rec.State
 	}
 	var env *jobs.Envelope
+	var dead *dlq.Message
 	// The envelope is not kept after the enqueue: it is found in the DLQ (dead jobs) and in the
 	// scheduler (scheduled jobs). The DLQ is read for a dead record only, through the shared
 	// peek (a peek is a receive of every message: see Config.PeekCacheFor); a job without a
@@ -241,18 +256,19 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		if state == idempotency.StateDead && c.refuseCrossSite(w, r) {
 			return
 		}
-		m, found, note := c.deadLetterOf(r, id, rec)
+		m, found, note, signIn := c.deadLetterOf(r, id, rec)
+		data.SignInToSee = signIn
 		if note != "" {
 			data.Notes = append(data.Notes, note)
 		}
 		if found {
-			data.Found = true
-			data.Dead = c.toDeadLetterView(m)
+			data.Found, dead = true, &m
+			data.Dead = c.toDeadLetterView(m, v.SignedIn)
 			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
 				env = &e
 			}
 			if rec == nil {
-				data.Kind = clean(m.Kind)
+				data.Kind = raw(m.Kind)
 			}
 		}
 	}
@@ -264,10 +280,10 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 				data.Notes = append(data.Notes, "Its one-time schedule is gone: it has fired (the job is on the queue) or was deleted.")
 			}
 		case err != nil:
-			data.Notes = append(data.Notes, "Reading its schedule failed: "+clean(err.Error()))
+			data.Notes = append(data.Notes, c.backendError("Reading its schedule failed", err))
 		default:
 			data.Found = true
-			data.Scheduled = &scheduledView{Name: clean(js.Name), RunAt: showTime(js.RunAt), GroupID: clean(js.GroupID), Disabled: js.Disabled}
+			data.Scheduled = &scheduledView{Name: clean(js.Name), RunAt: c.when(js.RunAt), GroupID: clean(js.GroupID), Disabled: js.Disabled}
 			if env == nil {
 				env = &js.Envelope
 			}
@@ -275,16 +291,22 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if env != nil {
 		data.Envelope = c.toEnvelopeView(*env)
-	} else if data.Found {
+	} else if data.Found && (dead == nil || !malformed(*dead)) {
 		data.Notes = append(data.Notes, "Its envelope (args, meta) is not kept after the enqueue: it is shown while the job waits in the scheduler or lies in the DLQ.")
 	}
 	if !data.Found && code == http.StatusOK {
 		code = http.StatusNotFound
 		v.Error = "No job " + data.Query + " was found in the job table or the scheduler. A job id enqueued in the last second may not be indexed yet; look a key up as KIND/KEY. A dead letter without a record (a body that is not a job, an unknown kind) is found from the Dead letters page."
 	}
-	data.CanRedrive = (data.Dead != nil || state == idempotency.StateDead) && id != "" && c.cfg.DLQ != nil
+	// Offered only where it can work: a dead letter the console has seen, that is a job, while no
+	// purge is deleting it.
+	_, purging := c.purging()
+	data.CanRedrive = dead != nil && dead.JobID != "" && !malformed(*dead) && !purging
 	data.CanCancel = rec != nil && c.cfg.Producer != nil && (state == idempotency.StateScheduled || state == idempotency.StateQueued)
 	data.CanCopy = env != nil && c.cfg.Producer != nil
+	if dead != nil && malformed(*dead) && !purging {
+		data.CanDelete, data.MessageID = true, raw(dead.MessageID)
+	}
 	if data.Found {
 		v.Title = "Job " + clip(orDash(id), 60)
 	}
@@ -292,84 +314,91 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, code, v)
 }
 
-// deadLetterOf finds the dead letter of job id for the job page: for a dead record, in the
-// shared peek (a newer one when the job died after the cached one began), else, when that peek
-// stopped at PeekLimit, with a scan of the DLQ (dlq.Show); for a job without a record, in the
-// last peek taken, without a new one. note explains what was not
-// found, or why the DLQ was not read (sign in).
-func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m dlq.Message, found bool, note string) {
+// deadLetterOf finds the dead letter of job id for the job page: for a dead record, in the shared
+// peek, else, when that peek stopped at PeekLimit (or early), with a scan of the DLQ (dlq.Show),
+// at most one scan per PeekCacheFor; for a job without a record, in the last peek taken, without
+// a new one. Nothing in the record (its time, ahead of this clock or not) makes the console peek
+// sooner. note explains what was not found, or why the DLQ was not read; signIn says the viewer
+// must sign in first.
+func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m dlq.Message, found bool, note string, signIn bool) {
 	if !c.mayReadDLQ(r) {
 		if rec == nil {
-			return dlq.Message{}, false, ""
+			return dlq.Message{}, false, "", false
 		}
-		return dlq.Message{}, false, "Sign in to see its dead letter: reading the DLQ receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console reads it for signed-in operators only."
+		return dlq.Message{}, false, "Its dead letter is shown to signed-in operators: reading the DLQ receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console reads it for signed-in operators only.", true
 	}
 	if rec == nil {
 		if sn := c.snaps.latest(); sn != nil {
 			if m, ok := sn.find(id); ok {
-				return m, true, "Its dead letter as peeked at " + showTime(sn.taken) + "."
+				return m, true, "Its dead letter as peeked " + c.when(sn.taken).Rel + ".", false
 			}
 		}
-		return dlq.Message{}, false, ""
+		return dlq.Message{}, false, "", false
 	}
-	sn, err := c.sharedPeek(r.Context(), time.Time{})
+	sn, err := c.sharedPeek(r.Context())
 	if sn == nil {
-		return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
+		return dlq.Message{}, false, c.backendError("Reading the DLQ failed", err), false
 	}
 	if m, ok := sn.find(id); ok {
-		return m, true, ""
-	}
-	// The job died after the cached peek began: take a newer one (shared, as every peek), for a
-	// recent death only, so that a record's clock ahead of the console's cannot make every view
-	// peek.
-	if sn.started.Before(rec.UpdatedAt) && c.cfg.Now().Sub(rec.UpdatedAt) < time.Minute {
-		if newer, err := c.sharedPeek(r.Context(), sn.started.Add(time.Nanosecond)); newer != nil {
-			sn = newer
-			if m, ok := sn.find(id); ok {
-				return m, true, ""
-			}
-		} else {
-			return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
-		}
+		return m, true, "", false
 	}
 	if sn.full || sn.err != nil {
+		if !c.scanAllowed() {
+			return dlq.Message{}, false, fmt.Sprintf("The DLQ holds more than one peek reads (%d): the console looks for one job's dead letter in it at most once every %s, whoever asks. Reload in a moment.",
+				c.cfg.PeekLimit, duration(c.cfg.PeekCacheFor)), false
+		}
 		m, err := c.cfg.DLQ.Show(r.Context(), id)
 		switch {
 		case err == nil:
-			return m, true, ""
+			return m, true, "", false
 		case !errors.Is(err, dlq.ErrNotFound):
-			return dlq.Message{}, false, "Reading the DLQ failed: " + clean(err.Error())
+			return dlq.Message{}, false, c.backendError("Reading the DLQ failed", err), false
 		}
 	}
-	return dlq.Message{}, false, "Its dead letter is not in the DLQ (redriven, purged, or the record is older than the DLQ's retention)."
+	if sn.started.Before(rec.UpdatedAt) {
+		return dlq.Message{}, false, fmt.Sprintf("Its dead letter is not in the last peek of the DLQ, taken %s, before the job's record was last written (%s). "+
+			"The console peeks at most once every %s, whoever asks: reload in a moment.",
+			c.when(sn.taken).Rel, c.when(rec.UpdatedAt).Rel, duration(c.cfg.PeekCacheFor)), false
+	}
+	return dlq.Message{}, false, "Its dead letter is not in the DLQ (redriven, purged, or the record is older than the DLQ's retention).", false
 }
 
-func toRecordView(j status.Job) *recordView {
+// scanAllowed reports whether the job page may scan the DLQ for one job now (dlq.Show receives
+// every message it passes): at most once per PeekCacheFor, whoever asks.
+func (c *Console) scanAllowed() bool {
+	now := c.cfg.Now().UnixNano()
+	for {
+		last := c.lastScan.Load()
+		if last != 0 && now-last < int64(c.cfg.PeekCacheFor) {
+			return false
+		}
+		if c.lastScan.CompareAndSwap(last, now) {
+			return true
+		}
+	}
+}
+
+func (c *Console) toRecordView(j status.Job) *recordView {
 	rv := &recordView{
-		JobID: clean(orDash(j.JobID)), Kind: clean(j.Kind), Key: clean(j.Key), State: string(j.State),
-		Reason: clean(orDash(j.Reason)), LastError: clean(j.LastError), Result: clean(j.Result), Runs: j.Runs,
-		FirstRun: showTime(j.FirstAttemptAt), LastRun: showTime(j.LastAttemptAt), Updated: showTime(j.UpdatedAt),
-		Expires: showTime(j.ExpiresAt), Expired: j.Expired,
+		JobID: clean(orDash(j.JobID)), Kind: clean(j.Kind), Key: clean(j.Key), State: clean(string(j.State)),
+		Reason: clean(orDash(j.Reason)), LastError: cleanText(j.LastError), Result: cleanText(j.Result), Runs: j.Runs,
+		FirstRun: c.when(j.FirstAttemptAt), LastRun: c.when(j.LastAttemptAt), Updated: c.when(j.UpdatedAt),
+		Expires: c.when(j.ExpiresAt), Expired: j.Expired,
 	}
 	if j.State == idempotency.StateRunning {
-		rv.LeaseUntil = showTime(j.LeaseUntil)
+		rv.LeaseUntil = c.when(j.LeaseUntil)
 	}
-	if !j.RunAt.IsZero() {
-		rv.RunAt = showTime(j.RunAt)
-	}
+	rv.RunAt = c.when(j.RunAt)
 	return rv
 }
 
 func (c *Console) toEnvelopeView(e jobs.Envelope) *envelopeView {
 	ev := &envelopeView{
-		ID: clean(e.ID), Kind: clean(e.Kind), Key: clean(e.EffectiveKey()), EnqueuedAt: showTime(e.EnqueuedAt),
+		ID: clean(e.ID), Kind: clean(e.Kind), Key: clean(e.EffectiveKey()), EnqueuedAt: c.when(e.EnqueuedAt), RunAt: c.when(e.RunAt),
 		MaxAttempts: e.MaxAttempts, AttemptsBefore: e.AttemptsBefore, ArgsBytes: len(e.Args),
 	}
-	if !e.RunAt.IsZero() {
-		ev.RunAt = showTime(e.RunAt)
-	}
 	if c.cfg.ShowArgs {
-		ev.Args = clean(prettyJSON(e.Args))
+		ev.Args = cleanText(prettyJSON(e.Args))
 	}
 	for k, val := range e.Meta {
 		ev.Meta = append(ev.Meta, kv{clean(k), clean(val)})
@@ -378,18 +407,28 @@ func (c *Console) toEnvelopeView(e jobs.Envelope) *envelopeView {
 	return ev
 }
 
-func (c *Console) toDeadLetterView(m dlq.Message) *deadLetterView {
+// maxBodyShown is the most of a dead letter's body a page shows.
+const maxBodyShown = 64 << 10
+
+// toDeadLetterView returns a dead letter for a page; signedIn says whether the viewer signed in
+// (the body of a dead letter that is no job is shown to them).
+func (c *Console) toDeadLetterView(m dlq.Message, signedIn bool) *deadLetterView {
 	dv := &deadLetterView{
-		MessageID: clean(m.MessageID), Reason: clean(orDash(m.Reason)), FailedAt: showTime(m.FailedAt), SentAt: showTime(m.SentAt),
-		Attempts: m.Attempts, ReceiveCount: m.ReceiveCount, BodyBytes: len(m.Body),
+		MessageID: clean(m.MessageID), Reason: clean(orDash(m.Reason)), FailedAt: c.when(m.FailedAt), SentAt: c.when(m.SentAt),
+		Attempts: m.Attempts, ReceiveCount: m.ReceiveCount, BodyBytes: len(m.Body), Malformed: malformed(m),
+		Href: c.link("/dlq/message", url.Values{"id": {m.MessageID}}),
 	}
 	if m.Failure != nil {
-		dv.Error, dv.SourceQueue = clean(m.Failure.Error), clean(m.Failure.SourceQueue)
+		dv.Error, dv.SourceQueue = cleanText(m.Failure.Error), clean(m.Failure.SourceQueue)
 	}
 	_, err := jobs.ParseEnvelope(m.Body)
 	dv.BodyIsEnvelope = err == nil
-	if c.cfg.ShowArgs {
-		dv.Body = clean(prettyJSON([]byte(m.Body)))
+	if c.cfg.ShowArgs || signedIn && dv.Malformed {
+		body := m.Body
+		if len(body) > maxBodyShown {
+			body, dv.BodyCut = strings.ToValidUTF8(body[:maxBodyShown], ""), true
+		}
+		dv.Body = cleanText(prettyJSON([]byte(body)))
 	}
 	for name, val := range m.Attributes {
 		if name == worker.FailureAttribute {

@@ -66,10 +66,20 @@ type overviewJSON struct {
 	Buckets     int         `json:"buckets"`
 	Queues      []queueJSON `json:"queues"`
 	RatesSource string      `json:"rates_source"`
-	RatesError  string      `json:"rates_error"`
-	Kinds       []kindJSON  `json:"kinds"`
-	// RefreshMillis is how often the page refreshes itself.
-	RefreshMillis int `json:"refresh_ms"`
+	// RatesUnit is what one count is: "job" (each job once, by its latest state) or "attempt"
+	// (each attempt, by its outcome).
+	RatesUnit  string     `json:"rates_unit"`
+	RatesError string     `json:"rates_error"`
+	Kinds      []kindJSON `json:"kinds"`
+	// Unreachable, when set, is the one sentence that says the backend does not answer and what
+	// to check; the queues' and the rates' errors are then empty.
+	Unreachable string `json:"unreachable"`
+	// Approximate says the queues' visible and in-flight counts come from an emulator that does
+	// not refresh them (Config.Emulator).
+	Approximate bool `json:"approximate"`
+	// RefreshMillis is how often the page refreshes itself; Refresh says it for a person.
+	RefreshMillis int    `json:"refresh_ms"`
+	Refresh       string `json:"refresh"`
 }
 
 // overview gathers the queues' depths and the rates, concurrently.
@@ -79,7 +89,7 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 	doc := overviewJSON{
 		GeneratedAt: showTime(now), Window: win.Name, WindowLabel: win.Label, Start: start.UTC().Format(time.RFC3339),
 		StepSeconds: int(win.Step / time.Second), Buckets: win.Buckets, Kinds: []kindJSON{},
-		RefreshMillis: int(c.cfg.Refresh / time.Millisecond),
+		RefreshMillis: int(c.cfg.Refresh / time.Millisecond), Refresh: duration(c.cfg.Refresh), Approximate: c.cfg.Emulator,
 	}
 	var wg sync.WaitGroup
 	type q struct {
@@ -94,17 +104,19 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 		queues = append(queues, q{DeadLetterQueue, c.cfg.DLQURL})
 	}
 	doc.Queues = make([]queueJSON, len(queues))
+	lineErrs := make([]error, len(queues))
 	for i, qu := range queues {
-		wg.Go(func() { doc.Queues[i] = c.queueLine(ctx, qu.role, qu.url) })
+		wg.Go(func() { doc.Queues[i], lineErrs[i] = c.queueLineErr(ctx, qu.role, qu.url) })
 	}
+	var ratesErr error
 	if c.cfg.Stats != nil {
 		wg.Go(func() {
 			r, err := c.cfg.Stats.Rates(ctx, RatesQuery{Start: start, Step: win.Step, Buckets: win.Buckets})
 			if err != nil {
-				doc.RatesError = clean(err.Error())
+				ratesErr = err
 				return
 			}
-			doc.RatesSource = clean(r.Source)
+			doc.RatesSource, doc.RatesUnit = clean(r.Source), r.Unit
 			for _, k := range r.Kinds {
 				doc.Kinds = append(doc.Kinds, kindJSON{Kind: clean(k.Kind), Succeeded: k.Succeeded, Failed: k.Failed,
 					Retried: k.Retried, DeadLettered: k.DeadLettered})
@@ -112,11 +124,35 @@ func (c *Console) overview(ctx context.Context, win window) overviewJSON {
 		})
 	}
 	wg.Wait()
+	// An unreachable backend is said once, with what to check, instead of an SDK error per queue
+	// and per chart.
+	down := unreachable(ratesErr)
+	for _, l := range lineErrs {
+		down = down || unreachable(l)
+	}
+	if down {
+		doc.Unreachable = c.unreachableMessage()
+		for i := range doc.Queues {
+			doc.Queues[i].Error = ""
+		}
+	} else if ratesErr != nil {
+		doc.RatesError = c.backendError("Reading the charts failed", ratesErr)
+	}
+	if doc.RatesUnit == "" {
+		doc.RatesUnit = "job"
+	}
 	return doc
 }
 
 // queueLine reads one queue's depths (and, through Stats, its oldest message's age).
 func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
+	line, _ := c.queueLineErr(ctx, role, url)
+	return line
+}
+
+// queueLineErr is queueLine, with the first error it met.
+func (c *Console) queueLineErr(ctx context.Context, role QueueRole, url string) (queueJSON, error) {
+	var first error
 	line := queueJSON{Role: "job queue", Name: clean(c.queueName), OldestAge: "-"}
 	if role == DeadLetterQueue {
 		line.Role, line.Name = "dead-letter queue", clean(c.dlqName)
@@ -128,7 +164,8 @@ func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) que
 				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed},
 		})
 		if err != nil {
-			line.Error = clean(err.Error())
+			first = err
+			line.Error = c.backendError("Reading the queue failed", err)
 		} else {
 			num := func(name sqstypes.QueueAttributeName) *int {
 				if n, err := strconv.Atoi(out.Attributes[string(name)]); err == nil {
@@ -144,11 +181,12 @@ func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) que
 	if c.cfg.Stats != nil {
 		age, ok, err := c.cfg.Stats.OldestAge(ctx, role)
 		if err != nil && line.Error == "" {
-			line.Error = clean(err.Error())
+			first = err
+			line.Error = c.backendError("Reading the oldest message's age failed", err)
 		}
 		line.OldestAge = showAge(age, ok)
 	}
-	return line
+	return line, first
 }
 
 // overviewPage renders the overview; its script refreshes it from /api/overview.
@@ -169,7 +207,8 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		Windows  []winLink
 		APIURL   string
 		HasStats bool
-	}{doc, links, c.link("/api/overview", map[string][]string{"window": {win.Name}}), c.cfg.Stats != nil}
+		Step     string
+	}{doc, links, c.link("/api/overview", map[string][]string{"window": {win.Name}}), c.cfg.Stats != nil, duration(win.Step)}
 	c.render(w, r, http.StatusOK, v)
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,13 +24,13 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pageNames are the templates of templates/, each rendered inside layout.html.
-var pageNames = []string{"overview", "jobs", "job", "dlq", "redrive", "schedules", "enqueue", "signin", "error", "flow"}
+var pageNames = []string{"overview", "jobs", "job", "dlq", "message", "redrive", "schedules", "enqueue", "signin", "error", "flow"}
 
 type pageSet struct{ t map[string]*template.Template }
 
 func loadPages() (*pageSet, error) {
 	funcs := template.FuncMap{
-		"time": showTime,
+		"duration": duration,
 		"plural": func(n int, word string) string {
 			if n == 1 {
 				return "1 " + word
@@ -76,27 +78,32 @@ type view struct {
 	Prefix   string
 	SignedIn bool
 	ReadOnly bool
-	// CanAct reports whether the page shows action forms (not read-only).
-	CanAct   bool
+	// CanAct reports whether the page shows action forms: signed in, not read-only.
+	CanAct bool
+	// CSRF is the session's CSRF token, for the forms; empty for anyone not signed in.
 	CSRF     string
 	ShowArgs bool
 	// Has* say which parts are configured (the tabs shown).
 	HasStatus, HasDLQ, HasSchedules, HasProducer, HasQueues, HasFlow bool
 	// Notice and Error are shown at the top of the page.
 	Notice, Error string
+	// SignInHref is the sign-in page, back to this page afterwards.
+	SignInHref string
 	// Data is the page's own data.
 	Data any
 }
 
 // newView starts a page's view.
 func (c *Console) newView(r *http.Request, page, title string) *view {
+	cl := c.caller(r)
 	return &view{
 		Title: title, System: clean(c.cfg.Title), Page: page, Prefix: c.cfg.Prefix,
-		SignedIn: c.signedIn(r), ReadOnly: c.cfg.ReadOnly, CanAct: !c.cfg.ReadOnly, CSRF: c.csrf,
+		SignedIn: cl.signedIn(), ReadOnly: c.cfg.ReadOnly, CanAct: !c.cfg.ReadOnly && cl.signedIn(), CSRF: cl.csrf(),
 		ShowArgs:  c.cfg.ShowArgs,
 		HasStatus: c.cfg.Status != nil, HasDLQ: c.cfg.DLQ != nil, HasSchedules: c.cfg.Schedules != nil,
 		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil, HasFlow: c.cfg.Flow != nil,
-		Notice: notice(r.URL.Query()),
+		Notice:     c.notice(r, cl),
+		SignInHref: c.signInHref(r),
 	}
 }
 
@@ -122,42 +129,51 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	c.refuse(w, r, http.StatusNotFound, "There is no such page in the console.")
 }
 
-// notices are the messages an action's redirect may ask a page to show (?done=CODE&id=…): a
-// fixed set of sentences, so that a link cannot make the console say anything else.
-var notices = map[string]string{
-	"redriven":   "Redrove job %s: it is back on the job queue with a fresh attempt budget.",
-	"cancelled":  "Cancelled job %s: a delivery of it is acknowledged without running.",
-	"copied":     "Enqueued a copy of the job as job %s.",
-	"enqueued":   "Enqueued job %s.",
-	"scheduled":  "Scheduled job %s: the scheduler sends it when it is due.",
-	"purged":     "Purged %s: SQS deletes its messages within 60 seconds.",
-	"created":    "Saved recurring schedule %s.",
-	"enabled":    "Enabled recurring schedule %s.",
-	"disabled":   "Disabled recurring schedule %s.",
-	"deleted":    "Deleted recurring schedule %s.",
-	"signed-out": "Signed out%s.",
-	// Flow control (flow.go).
-	"kind-paused":     "Paused kind %s: workers defer its jobs from their next pause check (within seconds).",
-	"kind-resumed":    "Resumed kind %s.",
-	"kind-not-paused": "Kind %s was not paused.",
-	"queue-paused":    "Paused queue %s: nothing is received until it is resumed.",
-	"queue-resumed":   "Resumed queue %s.",
-}
+// clean returns s for display on one line: valid UTF-8 (invalid bytes become U+FFFD), with every
+// control character (C0, DEL, C1: tab and newline included) and every bidirectional control
+// written as a visible escape, such as \x1b or \u202e. Job data may hold anything: a U+202E
+// would reverse what follows it on the page, a newline would hide in HTML's whitespace.
+func clean(s string) string { return escapeHidden(strings.ToValidUTF8(s, "\uFFFD"), false) }
 
-func notice(q url.Values) string {
-	f, ok := notices[q.Get("done")]
-	if !ok {
-		return ""
+// cleanText is clean for text shown as it is, in a <pre>: tabs and newlines stay.
+func cleanText(s string) string { return escapeHidden(strings.ToValidUTF8(s, "\uFFFD"), true) }
+
+// raw returns s as valid UTF-8 and nothing else changed: the value a form posts back, or a link
+// carries (the escapes of clean would name another job).
+func raw(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// hidden reports whether r is a character the console shows escaped: the same set the CLI
+// escapes (termsafe.Unsafe: C0 and C1 controls, DEL, bidirectional controls, the line and
+// paragraph separators), so both show hostile job data alike.
+func hidden(r rune) bool { return termsafe.Unsafe(r) }
+
+// escapeHidden writes every hidden character of s as an escape: \xNN below U+0080, \uNNNN
+// above. keepLines keeps tabs and newlines.
+func escapeHidden(s string, keepLines bool) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return hidden(r) && !(keepLines && (r == '\n' || r == '\t')) })
+	if i < 0 {
+		return s
 	}
-	return fmt.Sprintf(f, clip(q.Get("id"), 200))
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		switch {
+		case !hidden(r) || keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
-// clean returns s as valid UTF-8 (invalid bytes become U+FFFD): job data may hold anything.
-func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-
-// clip returns the first line of s, cleaned, at most n runes, marking a cut with "…".
+// clip returns the first line of s, at most n runes (cut before it is cleaned, so that no
+// escape is cut in half), cleaned, marking a cut with "…".
 func clip(s string, n int) string {
-	s = clean(s)
+	s = raw(s)
 	cut := false
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
 		s, cut = s[:i], true
@@ -165,18 +181,92 @@ func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) > n {
 		s, cut = string([]rune(s)[:n-1]), true
 	}
+	s = clean(s)
 	if cut {
 		s += "…"
 	}
 	return s
 }
 
-// showTime formats a time as the CLI does (UTC, milliseconds), "-" when zero.
+// showTime formats a time as the CLI does (UTC, milliseconds), "-" when zero: the JSON's times,
+// and a <time>'s exact value.
 func showTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	return t.UTC().Format(jobs.TimeLayout)
+}
+
+// when is a time as the pages show it: relative to the page's time ("3 min ago", "in 2 h"), with
+// the exact time (UTC, milliseconds) in a <time> element's datetime and title (the template
+// "time"). The zero when shows as "-".
+type when struct{ ISO, Rel string }
+
+// when returns t as the pages show it, relative to the console's clock.
+func (c *Console) when(t time.Time) when {
+	if t.IsZero() {
+		return when{}
+	}
+	return when{ISO: showTime(t), Rel: relative(t, c.cfg.Now())}
+}
+
+// relative says how long ago t was (or how long until it), in the largest units that fit: "just
+// now", "42 s ago", "3 min ago", "2 h 5 min ago", "3 days ago", "in 20 min"; a date beyond 60
+// days.
+func relative(t, now time.Time) string {
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	if d < time.Second {
+		return "just now"
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = fmt.Sprintf("%d s", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", int(d/time.Minute))
+	case d < 10*time.Hour && d%time.Hour >= time.Minute:
+		s = fmt.Sprintf("%d h %d min", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%d h", int(d/time.Hour))
+	case d < 60*24*time.Hour:
+		s = fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+	default:
+		return t.UTC().Format("2006-01-02")
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// duration says d in the units a person reads: "0.5 s", "5 s", "1 min 30 s", "2 h", "1 h 5 min".
+func duration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0 s"
+	case d < time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+	}
+	d = d.Round(time.Second)
+	h, m, sec := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	var parts []string
+	if h > 0 {
+		parts = append(parts, fmt.Sprintf("%d h", h))
+	}
+	if m > 0 {
+		parts = append(parts, fmt.Sprintf("%d min", m))
+	}
+	if sec > 0 && h == 0 {
+		parts = append(parts, fmt.Sprintf("%d s", sec))
+	}
+	if len(parts) == 0 {
+		return "0 s"
+	}
+	return strings.Join(parts, " ")
 }
 
 // orDash returns s, or "-" when it is empty.
@@ -187,15 +277,15 @@ func orDash(s string) string {
 	return s
 }
 
-// showAge formats a duration as "3m12s" (seconds precision), "-" when unknown.
+// showAge formats a duration as duration does (seconds precision), "-" when unknown.
 func showAge(d time.Duration, ok bool) string {
 	if !ok {
 		return "-"
 	}
 	if d < time.Second {
-		return "0s"
+		return "0 s"
 	}
-	return d.Truncate(time.Second).String()
+	return duration(d.Truncate(time.Second))
 }
 
 // link returns the console path p with the query.

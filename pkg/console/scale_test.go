@@ -21,7 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
-var jobIDCell = regexp.MustCompile(`<td class="id"><a href="[^"]*">([^<]+)</a></td>`)
+var jobIDCell = regexp.MustCompile(`<td class="id"><a href="[^"]*"(?: title="[^"]*")?>([^<]+)</a></td>`)
 
 // TestJobsPageAtScale: with 1,200 dead jobs in the table, the Jobs page pages through all of
 // them, newest first, without a repeat or a gap. Their update times are distinct: the embedded

@@ -11,18 +11,20 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 )
 
-// scheduleRow is one recurring schedule, cleaned for display.
+// scheduleRow is one recurring schedule, cleaned for display; NameValue is its name as the
+// forms post it.
 type scheduleRow struct {
-	Name, Expression, Timezone, State, Kind, Description, Args string
-	Next                                                       []string
-	NextNote                                                   string
-	Disabled                                                   bool
+	Name, NameValue, Expression, Timezone, State, Kind, Description, Args string
+	Next                                                                  []when
+	NextNote                                                              string
+	Disabled                                                              bool
 }
 
 // jobScheduleRow is one one-time schedule of a delayed job.
 type jobScheduleRow struct {
-	JobID, Kind, Key, RunAt, Group, Href string
-	Disabled                             bool
+	JobID, JobIDFull, Kind, Key, Group, Href string
+	RunAt                                    when
+	Disabled                                 bool
 }
 
 // scheduleForm is the create form, as typed.
@@ -72,7 +74,7 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 	// One page of ListSchedules at a time, and a GetSchedule for each schedule of the page only.
 	rp, err := c.cfg.Schedules.ListPage(ctx, schedule.ListQuery{Limit: min(c.cfg.PageSize, 100), PageToken: q.Get("page")})
 	if err != nil {
-		v.Error, code = "Listing the recurring schedules failed: "+clean(err.Error()), http.StatusBadGateway
+		v.Error, code = c.backendError("Listing the recurring schedules failed", err), http.StatusBadGateway
 		if q.Get("page") != "" {
 			v.Error += " (a page link from long ago may have expired: start again from the first page)"
 		}
@@ -80,7 +82,7 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 	now := c.cfg.Now()
 	for _, s := range rp.Schedules {
 		row := scheduleRow{
-			Name: clean(s.Name), Expression: clean(s.Expression), Timezone: clean(s.Timezone), Kind: clean(s.Kind),
+			Name: clean(s.Name), NameValue: raw(s.Name), Expression: clean(s.Expression), Timezone: clean(s.Timezone), Kind: clean(s.Kind),
 			Description: clip(s.Description, 120), State: "enabled", Disabled: s.Disabled,
 		}
 		if s.Disabled {
@@ -90,7 +92,7 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 			row.Args = clip(string(s.Args), 200)
 		}
 		for _, t := range schedule.NextRuns(s, now, nextRunsShown) {
-			row.Next = append(row.Next, showTime(t))
+			row.Next = append(row.Next, c.when(t))
 		}
 		if len(row.Next) == 0 {
 			switch expr, err := schedule.Parse(s.Expression); {
@@ -110,12 +112,16 @@ func (c *Console) renderSchedules(w http.ResponseWriter, r *http.Request, code i
 	data.Paged, data.FirstHref = q.Get("page") != "", c.path("/schedules")
 	jp, err := c.cfg.Schedules.ListJobs(ctx, schedule.JobListQuery{Limit: min(c.cfg.PageSize, 100), PageToken: q.Get("jobs")})
 	if err != nil {
-		data.JobsError = "Listing the delayed jobs' schedules failed: " + clean(err.Error())
+		if !unreachable(err) { // the page says it once
+			data.JobsError = c.backendError("Listing the delayed jobs' schedules failed", err)
+		} else if v.Error == "" {
+			v.Error, code = c.unreachableMessage(), http.StatusBadGateway
+		}
 	}
 	for _, js := range jp.Jobs {
 		data.Jobs = append(data.Jobs, jobScheduleRow{
-			JobID: clip(js.Envelope.ID, 80), Kind: clip(js.Envelope.Kind, 128), Key: clip(js.Envelope.EffectiveKey(), 60),
-			RunAt: showTime(js.RunAt), Group: clip(js.GroupID, 60), Href: c.jobIDHref(js.Envelope.ID), Disabled: js.Disabled,
+			JobID: clip(js.Envelope.ID, 80), JobIDFull: clean(js.Envelope.ID), Kind: clip(js.Envelope.Kind, 128), Key: clip(js.Envelope.EffectiveKey(), 60),
+			RunAt: c.when(js.RunAt), Group: clip(js.GroupID, 60), Href: c.jobIDHref(js.Envelope.ID), Disabled: js.Disabled,
 		})
 	}
 	if jp.NextPageToken != "" {
@@ -162,7 +168,7 @@ func parseScheduleForm(f scheduleForm) (schedule.Recurring, error) {
 }
 
 // scheduleActionError words the schedule client's errors.
-func scheduleActionError(err error, name string) (int, string) {
+func (c *Console) scheduleActionError(err error, name string) (int, string) {
 	switch {
 	case errors.Is(err, schedule.ErrNotOwned):
 		return http.StatusConflict, fmt.Sprintf("Schedule %s is not a recurring job schedule of this queue: left alone.", clip(name, 64))
@@ -171,7 +177,7 @@ func scheduleActionError(err error, name string) (int, string) {
 	case errors.Is(err, schedule.ErrInvalid):
 		return http.StatusBadRequest, clean(strings.TrimPrefix(err.Error(), schedule.ErrInvalid.Error()+": "))
 	}
-	return http.StatusBadGateway, "The scheduler failed: " + clean(err.Error())
+	return http.StatusBadGateway, c.backendError("The scheduler failed", err)
 }
 
 // createScheduleAction creates (or replaces) a recurring schedule.
@@ -193,21 +199,23 @@ func (c *Console) createScheduleAction(w http.ResponseWriter, r *http.Request, a
 		al.add("expression", rec.Expression, "kind", rec.Kind)
 		err = c.cfg.Schedules.Upsert(r.Context(), rec)
 		if err == nil {
-			c.redirect(w, r, "/schedules", url.Values{"done": {"created"}, "id": {rec.Name}})
+			c.done(w, r, "/schedules", nil, "created", "Saved recurring schedule "+clip(rec.Name, 64)+".")
 			return
 		}
-		code, msg := scheduleActionError(err, f.Name)
+		code, msg := c.scheduleActionError(err, f.Name)
 		al.fail(err)
-		c.renderSchedules(w, r, code, cleanForm(f), msg)
+		c.renderSchedules(w, r, code, rawForm(f), msg)
 		return
 	}
 	al.fail(err)
-	c.renderSchedules(w, r, http.StatusBadRequest, cleanForm(f), clean(err.Error()))
+	c.renderSchedules(w, r, http.StatusBadRequest, rawForm(f), clean(err.Error()))
 }
 
-func cleanForm(f scheduleForm) scheduleForm {
-	f.Name, f.Expression, f.Timezone, f.Kind = clean(f.Name), clean(f.Expression), clean(f.Timezone), clean(f.Kind)
-	f.Args, f.Group, f.MaxAttempts, f.Description = clean(f.Args), clean(f.Group), clean(f.MaxAttempts), clean(f.Description)
+// rawForm returns the form as typed, as valid UTF-8, to fill the form again (a form's value is
+// what it posts back: never escaped for display).
+func rawForm(f scheduleForm) scheduleForm {
+	f.Name, f.Expression, f.Timezone, f.Kind = raw(f.Name), raw(f.Expression), raw(f.Timezone), raw(f.Kind)
+	f.Args, f.Group, f.MaxAttempts, f.Description = raw(f.Args), raw(f.Group), raw(f.MaxAttempts), raw(f.Description)
 	return f
 }
 
@@ -236,15 +244,15 @@ func (c *Console) setScheduleDisabled(w http.ResponseWriter, r *http.Request, al
 	}
 	if err != nil {
 		al.fail(err)
-		code, msg := scheduleActionError(err, name)
+		code, msg := c.scheduleActionError(err, name)
 		c.refuse(w, r, code, msg)
 		return
 	}
-	done := "enabled"
+	done, verb := "enabled", "Enabled"
 	if disabled {
-		done = "disabled"
+		done, verb = "disabled", "Disabled"
 	}
-	c.redirect(w, r, "/schedules", url.Values{"done": {done}, "id": {name}})
+	c.done(w, r, "/schedules", nil, done, verb+" recurring schedule "+clip(name, 64)+".")
 }
 
 func (c *Console) deleteScheduleAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
@@ -257,9 +265,9 @@ func (c *Console) deleteScheduleAction(w http.ResponseWriter, r *http.Request, a
 	}
 	if err := c.cfg.Schedules.Delete(r.Context(), name); err != nil {
 		al.fail(err)
-		code, msg := scheduleActionError(err, name)
+		code, msg := c.scheduleActionError(err, name)
 		c.refuse(w, r, code, msg)
 		return
 	}
-	c.redirect(w, r, "/schedules", url.Values{"done": {"deleted"}, "id": {name}})
+	c.done(w, r, "/schedules", nil, "deleted", "Deleted recurring schedule "+clip(name, 64)+".")
 }

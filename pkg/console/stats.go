@@ -53,6 +53,10 @@ type RatesQuery struct {
 type Rates struct {
 	// Source says where the counts come from, for the page ("CloudWatch metrics", "job table").
 	Source string
+	// Unit is what one count is, for the page: "job" (each job counted once, by its latest
+	// state: TableStats) or "attempt" (each attempt, by its outcome: CloudWatchStats). Empty
+	// means "job".
+	Unit string
 	// Kinds are the kinds with data, sorted by kind.
 	Kinds []KindRates
 }
@@ -295,7 +299,7 @@ func (s *CloudWatchStats) readRates(ctx context.Context, q RatesQuery, series []
 			}
 		}
 	}
-	r := Rates{Source: "CloudWatch metrics (namespace " + ns + ")"}
+	r := Rates{Source: "CloudWatch metrics (namespace " + ns + ")", Unit: "attempt"}
 	for _, k := range kinds {
 		r.Kinds = append(r.Kinds, *byKind[k])
 	}
@@ -501,7 +505,7 @@ func (s *TableStats) Rates(ctx context.Context, q RatesQuery) (Rates, error) {
 			k.DeadLettered[b]++
 		}
 	}
-	r := Rates{Source: "job table " + s.Table + " (each job's latest state)"}
+	r := Rates{Source: "job table " + s.Table, Unit: "job"}
 	for _, k := range byKind {
 		r.Kinds = append(r.Kinds, *k)
 	}

@@ -4,6 +4,15 @@
 // (events.DynamoDBEventResponse, error)) runs under a [Poller] unchanged. The transactional
 // outbox's stream relay (pkg/outbox/dynamooutbox) is its first user.
 //
+//	p, err := ddbstream.New(ddbstream.Config{
+//		Streams:   dynamodbstreams.NewFromConfig(cfg),
+//		StreamARN: streamARN,
+//		Handler:   relay, // anything with HandleDynamoDB, as in Lambda
+//		Filter:    ddbstream.InsertsOnly,
+//	})
+//	…
+//	err = p.Run(ctx) // until ctx is cancelled
+//
 // What it does, as Lambda does:
 //
 //   - It reads every shard of the stream (DescribeStream, GetShardIterator, GetRecords), a

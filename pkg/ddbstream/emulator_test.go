@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/ddbstream"
@@ -25,16 +26,16 @@ import (
 func streamTable(t *testing.T, ddb *dynamodb.Client) (string, string) {
 	t.Helper()
 	name := awslocal.UniqueName("stream")
-	out, err := ddb.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	desc, err := ddbtable.Create(context.Background(), ddb, &dynamodb.CreateTableInput{
 		TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest,
 		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
 		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
 		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewImage},
-	})
+	}, ddbtable.Wait{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return name, aws.ToString(out.TableDescription.LatestStreamArn)
+	return name, aws.ToString(desc.LatestStreamArn)
 }
 
 func item(pk string, n string) map[string]ddbtypes.AttributeValue {

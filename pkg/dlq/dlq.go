@@ -69,7 +69,61 @@ var (
 	ErrNotFound = errors.New("dlq: job not found in the dead-letter queue")
 	// ErrConfirm: Purge's confirmation is not the DLQ's queue name.
 	ErrConfirm = errors.New("dlq: purge not confirmed")
+	// ErrNoPayloadStore: a dead letter's job is kept in S3 (its body is a pointer) and
+	// Config.Payload is nil, so its envelope, and with it the job's id and kind, was not read.
+	// Payload.Err and NotFoundError.Cause wrap it.
+	ErrNoPayloadStore = errors.New("dlq: the job is kept in S3 and no payload store is configured to read it")
 )
+
+// NotFoundError is the error of Show, RedriveJob and DeleteMessage when no dead letter matches.
+// It wraps ErrNotFound, and Cause when set. When some dead letters keep their job in S3 and could
+// not be read, the job may be one of them: Unresolved counts them.
+type NotFoundError struct {
+	// JobID or MessageID is what was looked for.
+	JobID, MessageID string
+	// Unresolved counts the dead letters the scan could not identify: their body is an S3
+	// pointer, their failure attribute does not name the job, and the object was not read.
+	Unresolved int
+	// Cause is why the first of those could not be read: it wraps ErrNoPayloadStore when
+	// Config.Payload is nil. Nil when Unresolved is 0.
+	Cause error
+}
+
+func (e *NotFoundError) Error() string {
+	what := fmt.Sprintf("job id %q", e.JobID)
+	if e.MessageID != "" {
+		what = fmt.Sprintf("message id %q", e.MessageID)
+	}
+	msg := ErrNotFound.Error() + ": " + what
+	if e.Unresolved > 0 {
+		msg += fmt.Sprintf("; %d dead letters keep their job in S3 and could not be identified (%v)", e.Unresolved, e.Cause)
+	}
+	return msg
+}
+
+// Unwrap returns ErrNotFound and Cause.
+func (e *NotFoundError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrNotFound, e.Cause}
+	}
+	return []error{ErrNotFound}
+}
+
+// unresolved counts the dead letters a scan could not identify, for a NotFoundError.
+type unresolved struct {
+	n     int
+	cause error
+}
+
+func (u *unresolved) add(m dead) {
+	if m.JobID != "" || m.Payload == nil || m.Payload.Err == nil {
+		return
+	}
+	if u.n == 0 {
+		u.cause = m.Payload.Err
+	}
+	u.n++
+}
 
 // Config configures a [DLQ]. SQS, DLQURL and SourceURL are required; every other field's zero
 // value is its default.
@@ -90,12 +144,16 @@ type Config struct {
 	// Status, when set, resets the job's status record (run count, state) as its dead letter is
 	// redriven; *status.Table implements it. Optional.
 	Status Resetter
-	// Payload, when set, reads the envelopes of dead letters whose body is an S3 pointer (Show
-	// finds such a job by its id, a redrive resets its status record), writes the envelope a
-	// redrive sends back (under a key of its own, with attempts_before reset as for an inline job,
-	// and a fresh object for the bucket's lifecycle rule to count from), and deletes their objects
-	// (PurgePayloads). Optional: without it a pointer dead letter is shown as its pointer, and
-	// redriven as it is (its object, and the attempts_before in it, unchanged).
+	// Payload, when set, reads the envelopes of dead letters whose body is an S3 pointer (Peek
+	// lists such a job with its id and kind, Show, RedriveJob and DeleteMessage find it by its
+	// id, a redrive resets its status record), writes the envelope a redrive sends back (under a
+	// key of its own, with attempts_before reset as for an inline job, and a fresh object for the
+	// bucket's lifecycle rule to count from), and deletes their objects (PurgePayloads). An object
+	// is read only when the failure attribute does not name the job (a dead letter the worker
+	// could not read, or one SQS moved itself), or to redrive it. Optional: without it a pointer
+	// dead letter is shown as its pointer, its Payload.Err wrapping ErrNoPayloadStore when the
+	// job's id was needed, and redriven as it is (its object, and the attempts_before in it,
+	// unchanged).
 	Payload PayloadStore
 	// RatePerSecond bounds the messages a redrive moves per second (StartMessageMoveTask's
 	// MaxNumberOfMessagesPerSecond, at most 500, and the fallback mover's pace). Defaults to 100.
@@ -222,8 +280,9 @@ type Payload struct {
 	// Size is the payload's size in bytes, from the message's size attribute; -1 when the
 	// message has none.
 	Size int64
-	// Err is why the object could not be read, when Config.Payload was asked to (Show, a
-	// redrive): the job's id and kind then come from the failure attribute alone.
+	// Err is why the object could not be read when it was needed (the failure attribute does
+	// not name the job, or a redrive): the job's id and kind then come from the failure attribute
+	// alone. It wraps ErrNoPayloadStore when Config.Payload is nil.
 	Err error
 }
 
@@ -241,11 +300,27 @@ type dead struct {
 	redriveSize int
 }
 
+// identify resolves a pointer dead letter whose failure attribute does not name its job (id and
+// kind), so that every reader (Peek, Show, RedriveJob, DeleteMessage, and through this package
+// the CLI and the console) lists and finds a job kept in S3 like any other. One S3 read per such
+// dead letter; none for an inline body or a failure attribute that names the job.
+func (d *DLQ) identify(ctx context.Context, m *dead) {
+	if m.Payload != nil && (m.JobID == "" || m.Kind == "") {
+		d.resolve(ctx, m)
+	}
+}
+
 // resolve reads the envelope of a pointer dead letter from S3 (Config.Payload), filling in the
-// job's id, kind and attempts the failure attribute did not give. Without a store, or when the
-// object cannot be read (recorded in Payload.Err), the dead letter stays as decode left it.
+// job's id, kind and attempts the failure attribute did not give. It is the one place this
+// package turns a pointer into its job. Without a store (Payload.Err then wraps
+// ErrNoPayloadStore), or when the object cannot be read (recorded in Payload.Err), the dead
+// letter stays as decode left it.
 func (d *DLQ) resolve(ctx context.Context, m *dead) {
-	if m.env != nil || m.Payload == nil || d.cfg.Payload == nil || m.Payload.Err != nil {
+	if m.env != nil || m.Payload == nil || m.Payload.Err != nil {
+		return
+	}
+	if d.cfg.Payload == nil {
+		m.Payload.Err = fmt.Errorf("%w (%s)", ErrNoPayloadStore, m.ptr)
 		return
 	}
 	data, err := d.cfg.Payload.Get(ctx, m.ptr)
@@ -510,6 +585,7 @@ func (d *DLQ) Peek(ctx context.Context, limit int) ([]Message, error) {
 	}
 	var out []Message
 	err := d.scan(ctx, d.cfg.DLQURL, d.cfg.PeekVisibility, limit, func(m dead) (bool, bool, error) {
+		d.identify(ctx, &m) // a job kept in S3 that the failure attribute does not name
 		out = append(out, m.Message)
 		return false, len(out) >= limit, nil
 	})
@@ -517,21 +593,23 @@ func (d *DLQ) Peek(ctx context.Context, limit int) ([]Message, error) {
 }
 
 // Show returns the dead letter of the job jobID (the envelope's id, or the failure attribute's
-// job id when the body is not an envelope), scanning the DLQ as Peek does, or an error wrapping
-// ErrNotFound. When several copies of the job are dead-lettered, the first one found is returned.
+// job id when the body is not an envelope; for a job kept in S3, the id in its object), scanning
+// the DLQ as Peek does, or a *NotFoundError (wrapping ErrNotFound). When several copies of the job
+// are dead-lettered, the first one found is returned.
 func (d *DLQ) Show(ctx context.Context, jobID string) (Message, error) {
 	if jobID == "" {
 		return Message{}, fmt.Errorf("%w: job id is empty", ErrInvalid)
 	}
 	var found *Message
+	var un unresolved
 	err := d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
-		if m.JobID == "" || m.JobID == jobID {
-			d.resolve(ctx, &m) // a pointer without a failure attribute: the id is in S3
-		}
+		d.identify(ctx, &m)
 		if m.JobID == jobID {
+			d.resolve(ctx, &m) // a pointer named by its failure attribute: say whether its object is readable
 			found = &m.Message
 			return false, true, nil
 		}
+		un.add(m)
 		return false, false, nil
 	})
 	if found != nil {
@@ -540,7 +618,7 @@ func (d *DLQ) Show(ctx context.Context, jobID string) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	return Message{}, fmt.Errorf("%w: job id %q", ErrNotFound, jobID)
+	return Message{}, &NotFoundError{JobID: jobID, Unresolved: un.n, Cause: un.cause}
 }
 
 // Purge deletes every message of the DLQ (SQS's PurgeQueue). confirm must be the DLQ's queue

@@ -5,7 +5,27 @@
 // receives (a crash or timeout safety net: no failure attribute). [DLQ.Peek] and [DLQ.Show] read
 // dead letters without losing them, [DLQ.RedriveAll] and [DLQ.RedriveJob] move them back to the
 // job queue with a fresh attempt budget, [DLQ.ReplaySchedulerDLQ] re-enqueues the jobs of failed
-// EventBridge Scheduler firings, and [DLQ.Purge] empties the DLQ.
+// EventBridge Scheduler firings, [DLQ.Purge] empties the DLQ, and [DLQ.DeleteMessage] deletes one
+// dead letter by its message id (one no redrive can heal, such as a body that is not a job).
+//
+//	d, err := dlq.New(dlq.Config{SQS: sqsClient, DLQURL: dlqURL, SourceURL: queueURL, Status: table})
+//	…
+//	msgs, err := d.Peek(ctx, 10)                       // each with its Failure: reason, error, attempts
+//	res, err := d.RedriveAll(ctx, dlq.RedriveOptions{}) // res.Moved of res.Total, each job once more
+//
+// No operation here deletes a dead letter before its copy is safely in the job queue, and a
+// redrive stopped halfway can be run again: every message is in one of the two queues.
+//
+// # Jobs kept in S3
+//
+// A job larger than SQS allows travels as an S3 pointer (pkg/payload), and so does its dead
+// letter. When the failure attribute does not name the job (the worker could not read the
+// object, or SQS moved the message itself), every reader of this package resolves the pointer
+// the same way, through Config.Payload: Peek lists the job with its id and kind, and Show,
+// RedriveJob and DeleteMessage find it by its id, as for any other job. Without a payload store
+// the dead letter is listed without them, its Payload.Err wrapping [ErrNoPayloadStore], and a
+// lookup by id that finds nothing returns a [NotFoundError] that counts such dead letters and
+// says why they could not be read.
 //
 // # Reading without losing
 //

@@ -148,8 +148,8 @@ func TestRedriveAllGivesFreshBudget(t *testing.T) {
 			}
 			for i := range n {
 				j, err := e.table.Get(ctx, testKind, envelope(i).Key)
-				if err != nil || j.State != idempotency.StateRetrying || j.Runs != tc.wantRuns || j.Reason != jobs.ReasonCancelled {
-					t.Fatalf("record after redrive = %+v, %v; want retrying with %d runs, reason kept", j, err, tc.wantRuns)
+				if err != nil || j.State != idempotency.StateRetrying || j.Runs != tc.wantRuns || j.Reason != "" || j.LastError == "" {
+					t.Fatalf("record after redrive = %+v, %v; want retrying with %d runs, its last error kept and no dead-letter reason", j, err, tc.wantRuns)
 				}
 			}
 

@@ -194,3 +194,77 @@ func TestPayloadRedriveFreshBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPointerDeadLetterIdentifiedThroughS3: a large job dead-lettered by a worker that could not
+// read S3 (no Config.Payload: reason malformed, a failure attribute without its id or kind) is
+// listed, shown and redriven by its id like any other job once the DLQ has the payload store;
+// without one, every tool says plainly why the job cannot be identified.
+func TestPointerDeadLetterIdentifiedThroughS3(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEmu(t, false, true)
+	st := payloadStore(t, e.stack.Name)
+	p, err := producer.New(producer.Config{SQS: e.client, QueueURL: e.stack.QueueURL, Payload: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.EnqueueRaw(ctx, testKind, []byte(`{"n":7,"pad":"`+strings.Repeat("x", 1<<20)+`"}`))
+	if err != nil || res.Payload == nil {
+		t.Fatalf("enqueue: %+v, %v; want the job in S3", res, err)
+	}
+	var ran atomic.Int64
+	blind := e.handler(func(context.Context, *jobs.Job[testArgs]) error { return nil }) // no Config.Payload: the job is malformed to it
+	msgs := e.receive(e.stack.QueueURL, 1, 10*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("received %d", len(msgs))
+	}
+	e.deliver(blind, msgs)
+
+	// Without a payload store: listed without an id, and RedriveJob says why it cannot find it.
+	bare := e.dlq(nil)
+	listed, err := bare.Peek(ctx, 10)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("Peek without a store = %+v, %v", listed, err)
+	}
+	if m := listed[0]; m.JobID != "" || m.Reason != jobs.ReasonMalformed || m.Payload == nil || !errors.Is(m.Payload.Err, dlq.ErrNoPayloadStore) {
+		t.Fatalf("Peek without a store = %+v (payload %+v): want no id, reason malformed, Payload.Err wrapping ErrNoPayloadStore", m, m.Payload)
+	}
+	err = bare.RedriveJob(ctx, res.ID, false)
+	var nf *dlq.NotFoundError
+	if !errors.As(err, &nf) || nf.Unresolved != 1 || !errors.Is(err, dlq.ErrNotFound) || !errors.Is(err, dlq.ErrNoPayloadStore) {
+		t.Fatalf("RedriveJob without a store = %v; want a NotFoundError counting 1 unresolved dead letter, wrapping ErrNoPayloadStore", err)
+	}
+
+	// With the store: listed, shown and redriven by its id.
+	d := e.dlq(func(c *dlq.Config) { c.Payload = st })
+	listed, err = d.Peek(ctx, 10)
+	if err != nil || len(listed) != 1 || listed[0].JobID != res.ID || listed[0].Kind != testKind || listed[0].Payload == nil || listed[0].Payload.Err != nil {
+		t.Fatalf("Peek = %+v, %v; want job %s of kind %s", listed, err, res.ID, testKind)
+	}
+	if m, err := d.Show(ctx, res.ID); err != nil || m.MessageID != listed[0].MessageID || m.Kind != testKind {
+		t.Fatalf("Show = %+v, %v", m, err)
+	}
+	if err := d.RedriveJob(ctx, res.ID, false); err != nil {
+		t.Fatalf("RedriveJob = %v", err)
+	}
+	reg := jobs.NewRegistry() // a worker that reads S3 this time
+	jobs.MustRegister(reg, jobs.WorkFunc[testArgs](func(_ context.Context, j *jobs.Job[testArgs]) error {
+		ran.Store(int64(len(j.RawArgs)))
+		return nil
+	}))
+	h, err := worker.New(worker.Config{Registry: reg, SQS: e.client, QueueURL: e.stack.QueueURL, DLQURL: e.stack.DLQURL,
+		Payload: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = e.receive(e.stack.QueueURL, 1, 10*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("after the redrive the queue has %d messages", len(msgs))
+	}
+	if failed := e.deliver(h, msgs); len(failed) != 0 || ran.Load() < 1<<20 {
+		t.Fatalf("the redriven job: failed %v, ran with %d bytes of args", failed, ran.Load())
+	}
+	if left, err := d.Peek(ctx, 10); err != nil || len(left) != 0 {
+		t.Fatalf("the DLQ after the redrive: %+v, %v", left, err)
+	}
+}

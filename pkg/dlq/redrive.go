@@ -429,15 +429,20 @@ func firstN(errs []error, n int) []error {
 // RedriveJob moves the dead letter of the job jobID back to the job queue, as the fallback mover
 // does (reset status record, no failure attribute, attempts_before 0 unless keepAttempts, fresh
 // deduplication id), scanning the DLQ to find it; every other message it received is made visible
-// again at once. It returns an error wrapping ErrNotFound when no dead letter carries that job
-// id. When several copies of the job are dead-lettered, it moves the first one found.
+// again at once. A job kept in S3 is found by the id in its object (Config.Payload) when the
+// failure attribute does not name it. It returns a *NotFoundError (wrapping ErrNotFound) when no
+// dead letter carries that job id. When several copies of the job are dead-lettered, it moves the
+// first one found.
 func (d *DLQ) RedriveJob(ctx context.Context, jobID string, keepAttempts bool) error {
 	if jobID == "" {
 		return fmt.Errorf("%w: job id is empty", ErrInvalid)
 	}
 	found := false
+	var un unresolved
 	err := d.scan(ctx, d.cfg.DLQURL, holdVisibility, maxBatch, func(m dead) (bool, bool, error) {
+		d.identify(ctx, &m)
 		if m.JobID != jobID {
+			un.add(m)
 			return false, false, nil
 		}
 		found = true
@@ -451,7 +456,7 @@ func (d *DLQ) RedriveJob(ctx context.Context, jobID string, keepAttempts bool) e
 		return err
 	}
 	if !found {
-		return fmt.Errorf("%w: job id %q", ErrNotFound, jobID)
+		return &NotFoundError{JobID: jobID, Unresolved: un.n, Cause: un.cause}
 	}
 	return nil
 }

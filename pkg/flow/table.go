@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
@@ -603,11 +604,13 @@ func (t *Table) TakeToken(ctx context.Context, req TokenRequest) (TokenResult, e
 }
 
 // update sends one UpdateItem: every write of the flow items goes through it. Each is a single
-// conditional write that either happened or did not, so sending it again after a refusal for a
-// transaction conflict or throttling is safe: this is the one place to wrap in the shared retry
-// of the job table's writers (internal/ddbretry, once it is on this branch).
+// conditional write that either happened or did not, so it is sent again (bounded, jittered:
+// internal/ddbretry, as the job table's other writers do) while a transaction holding the item
+// refuses it; a refused condition is an answer and is returned at once.
 func (t *Table) update(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return t.client.UpdateItem(ctx, in, opts...)
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return t.client.UpdateItem(ctx, in, opts...)
+	})
 }
 
 // refusal returns the item that refused a conditional write to pk: from the

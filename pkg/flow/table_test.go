@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,4 +225,34 @@ func getItem(t *testing.T, client *dynamodb.Client, table, pk string) map[string
 		t.Fatal(err)
 	}
 	return out.Item
+}
+
+// conflictOnce refuses the first UpdateItem with a TransactionConflictException, as DynamoDB
+// does while a transaction holds the item.
+type conflictOnce struct {
+	flow.DynamoDBAPI
+	n atomic.Int32
+}
+
+func (c *conflictOnce) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if c.n.Add(1) == 1 {
+		return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+	}
+	return c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// TestWritesRetryTransactionConflicts: a write refused by a transaction conflict (it did not
+// happen) is sent again, through the shared retry of the table's writers.
+func TestWritesRetryTransactionConflicts(t *testing.T) {
+	t.Parallel()
+	_, client, table := newTable(t)
+	cc := &conflictOnce{DynamoDBAPI: client}
+	tbl, err := flow.NewTable(flow.TableConfig{Client: cc, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tbl.AcquireSlot(context.Background(), slotReq("JOBA", 1, t0, t0.Add(time.Minute)))
+	if err != nil || !res.Acquired || cc.n.Load() != 2 {
+		t.Fatalf("acquire: %+v, %v after %d writes; want acquired on the second", res, err, cc.n.Load())
+	}
 }

@@ -122,8 +122,8 @@ func TestDeadLetteredJobsRecordedDead(t *testing.T) {
 }
 
 // TestDeadMarkWrites counts the DynamoDB calls per job: the success path and a job dead-lettered
-// through its claim cost nothing more; an unknown kind costs one conditional write, refused when
-// the job has no record. A first delivery without a record is claimed with one PutItem (the
+// through its claim cost nothing more; an unknown kind costs one conditional write, which writes
+// a dead record when the job has none. A first delivery without a record is claimed with one PutItem (the
 // middleware's default, ExpectRecords false); with a queued record and ExpectRecords, with one
 // UpdateItem; with a queued record but not ExpectRecords, the PutItem is refused first (and on
 // the emulator, which does not return the refusing item, read).

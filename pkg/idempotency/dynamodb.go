@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 )
 
@@ -54,6 +55,13 @@ type DynamoDBConfig struct {
 // the one it read (same exp, upd and tok), and starts over if someone changed it meanwhile
 // (bounded). That second write happens only for records past their expiry that DynamoDB's TTL
 // has not deleted yet.
+//
+// Transaction conflicts: a write to a record that a DynamoDB transaction holds at that moment (the
+// transactional outbox writes a job's queued record in its transaction) is refused with a
+// TransactionConflictException, which the AWS SDK does not retry. Such a write changed nothing, so
+// the store sends it again, up to 6 times in all with a jittered backoff (at most 775 ms of waits;
+// internal/ddbretry); a claim still refused then fails with the error, and the middleware defers
+// the job (MiddlewareConfig.StoreRetryDelay).
 type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string
@@ -166,6 +174,9 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 	if err := validateClaim(&req); err != nil {
 		return ClaimResult{}, err
 	}
+	if err := s.layout.checkSize(req.Kind, req.Key, req.JobID); err != nil {
+		return ClaimResult{}, err
+	}
 	// With AttemptsBefore, runs becomes max(runs, AttemptsBefore) + 1, which one update
 	// expression cannot compute: the first write sets AttemptsBefore + 1 where runs ≤
 	// AttemptsBefore (no record, a producer's record with 0 runs, a re-sent copy that carries the
@@ -225,12 +236,12 @@ func (s *DynamoDBStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResul
 // not found when it was deleted before it could be read), as claimUpdate does.
 func (s *DynamoDBStore) claimPut(ctx context.Context, req *ClaimRequest, pk string) (rec Record, claimed, found bool, err error) {
 	rec = freshRecord(req)
-	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.table),
 		Item:                                s.layout.Item(rec, s.shards),
 		ConditionExpression:                 aws.String("attribute_not_exists(" + AttrPK + ")"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, keepConnection)
+	})
 	if err == nil {
 		return rec, true, true, nil
 	}
@@ -328,9 +339,11 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 	} else {
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
 	}
-	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg)
+	// A dead job claimed again (redriven) is no longer dead: its reason and dead-lettered message
+	// go (its last error stays, to show what happened before).
+	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason)
 
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
 		ConditionExpression:                 aws.String(cond),
@@ -339,7 +352,7 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		ExpressionAttributeValues:           e.valuesOrNil(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, keepConnection)
+	})
 	if err == nil {
 		if rec, err = RecordFromItem(out.Attributes); err != nil {
 			return Record{}, false, false, fmt.Errorf("idempotency: claim %s: %w", pk, err)
@@ -365,13 +378,13 @@ func (s *DynamoDBStore) replaceExpired(ctx context.Context, req *ClaimRequest, p
 	same(AttrExpires, ":oldExp", avN(old.ExpiresAt.Unix()), !old.ExpiresAt.IsZero())
 	same(AttrUpdated, ":oldUpd", avN(unixMs(old.UpdatedAt)), !old.UpdatedAt.IsZero())
 	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
 		Item:                      s.layout.Item(rec, s.shards),
 		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.valuesOrNil(),
-	}, keepConnection)
+	})
 	if err == nil {
 		return rec, true, nil
 	}
@@ -453,14 +466,14 @@ func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
 // conditionalUpdate runs an UpdateItem of the item pk whose failed condition means the claim is
 // lost.
 func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, pk, cond string, u *update) error {
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyOf(pk),
 		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String(u.String()),
 		ExpressionAttributeNames:  u.e.names,
 		ExpressionAttributeValues: u.e.valuesOrNil(),
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -471,19 +484,27 @@ func (s *DynamoDBStore) conditionalUpdate(ctx context.Context, op, pk, cond stri
 	return fmt.Errorf("idempotency: %s %s: %w", op, pk, err)
 }
 
-// MarkDead implements Store: one UpdateItem conditioned on the record being live, the job's (job
-// id or payload hash) and waiting for a run. A refused write is billed too (1 write unit when
-// there is no item).
+// MarkDead implements Store: one UpdateItem conditioned on there being no record, or on the
+// record being live, the job's (job id or payload hash) and waiting for a run; where there is no
+// record the update creates the dead one. A refused write is billed too (1 write unit when there
+// is no item). A record refusing it because it has expired (DynamoDB's TTL has not deleted it
+// yet) is replaced by a fresh dead record with a PutItem conditioned on it being unchanged; the
+// refusing record comes with the refusal (ALL_OLD) or, on backends that do not return it, from a
+// strongly consistent read.
 func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
 	if err := validateDeadMark(&d); err != nil {
 		return false, err
 	}
+	if err := s.layout.checkSize(d.Kind, d.Key, d.JobID); err != nil {
+		return false, err
+	}
 	pk := s.layout.ItemKey(d.Kind, d.Key, d.JobID)
+	idKeyed := s.layout.IDKeyed(d.Key, d.JobID)
 	e := newExpr()
 	nowMs := e.v(":now", avN(unixMs(d.Now)))
 	var ours []string
 	switch {
-	case s.layout.IDKeyed(d.Key, d.JobID):
+	case idKeyed:
 		// The item is named by the job's id: it is the job's.
 	case d.JobID != "":
 		ours = append(ours, e.n(AttrJobID)+" = "+e.v(":job", avS(d.JobID)))
@@ -493,17 +514,34 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	default:
 		ours = append(ours, e.n(AttrHash)+" = "+e.v(":hash", avS(d.PayloadHash)))
 	}
-	cond := "attribute_exists(" + e.n(AttrPK) + ")" +
-		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
+	waiting := "(attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " + e.v(":secs", avN(d.Now.Unix())) + ")" +
 		" AND (" + e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
 		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR (" +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning))) + " AND " + e.n(AttrLease) + " <= " + nowMs + "))"
 	if len(ours) > 0 {
-		cond += " AND (" + strings.Join(ours, " OR ") + ")"
+		waiting += " AND (" + strings.Join(ours, " OR ") + ")"
 	}
+	cond := "attribute_not_exists(" + e.n(AttrPK) + ") OR (" + waiting + ")"
 	u := &update{e: e}
 	u.setTo(AttrState, e.v(":stdead", avS(string(StateDead))))
 	u.setTo(AttrReason, e.v(":reason", avS(d.Reason)))
+	// What a new record needs, which an existing record of the job already has: kept where set.
+	keep := func(name, placeholder string, av types.AttributeValue) {
+		u.setTo(name, "if_not_exists("+e.n(name)+", "+e.v(placeholder, av)+")")
+	}
+	if d.Kind != "" {
+		keep(AttrKind, ":kind", avS(d.Kind))
+	}
+	if !idKeyed || pk != IDKeyPrefix+d.Key {
+		keep(AttrKey, ":key", avS(d.Key))
+	}
+	if !idKeyed && d.JobID != "" {
+		keep(AttrJobID, ":job", avS(d.JobID))
+	}
+	if d.PayloadHash != "" {
+		keep(AttrHash, ":hash", avS(d.PayloadHash))
+	}
+	keep(AttrRuns, ":zero", avN(0))
 	if d.Error != "" {
 		u.setTo(AttrError, e.v(":err", avS(TruncateError(d.Error))))
 	}
@@ -521,14 +559,58 @@ func (s *DynamoDBStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) 
 	u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(StateDead, pk, s.shards))))
 	u.setTo(AttrGSI1SK, nowMs)
 	u.rm(AttrLease, AttrToken)
-	err := s.conditionalUpdate(ctx, "mark dead", pk, cond, u)
+	_, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(u.String()),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil
+	}
+	rec, _, found, err := s.refusal(ctx, "mark dead", pk, err)
+	switch {
+	case err != nil:
+		return false, err
+	case !found || !rec.Expired(d.Now):
+		return false, nil // another job's record, or one that does not wait for a run
+	}
+	return s.replaceExpiredDead(ctx, &d, pk, &rec)
+}
+
+// replaceExpiredDead writes a fresh dead record over old, an expired record, if old is still what
+// is stored (exp, upd and tok unchanged). It reports false when the record changed meanwhile.
+func (s *DynamoDBStore) replaceExpiredDead(ctx context.Context, d *DeadMark, pk string, old *Record) (bool, error) {
+	e := newExpr()
+	conds := []string{"attribute_exists(" + e.n(AttrPK) + ")"}
+	same := func(name, placeholder string, av types.AttributeValue, present bool) {
+		if present {
+			conds = append(conds, e.n(name)+" = "+e.v(placeholder, av))
+		} else {
+			conds = append(conds, "attribute_not_exists("+e.n(name)+")")
+		}
+	}
+	same(AttrExpires, ":oldExp", avN(old.ExpiresAt.Unix()), !old.ExpiresAt.IsZero())
+	same(AttrUpdated, ":oldUpd", avN(unixMs(old.UpdatedAt)), !old.UpdatedAt.IsZero())
+	same(AttrToken, ":oldTok", avS(old.Token), old.Token != "")
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      s.layout.Item(deadRecord(d), s.shards),
+		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+	})
+	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, ErrLeaseLost): // the condition failed: nothing to mark
-		return false, nil
+	case errors.As(err, &ccf):
+		return false, nil // written meanwhile: that write is newer
 	}
-	return false, err
+	return false, fmt.Errorf("idempotency: mark dead %s (replacing an expired record): %w", pk, err)
 }
 
 // Get implements Store with strongly consistent GetItems: of ItemKey(kind, key) and, since key
@@ -578,10 +660,10 @@ func (s *DynamoDBStore) Put(ctx context.Context, r Record) error {
 	if r.Kind == "" || r.Key == "" || !validState(r.State) {
 		return fmt.Errorf("%w: put of a record without a Kind, Key or valid State (%q)", errInvalid, r.State)
 	}
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.putItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item:      s.layout.Item(r, s.shards),
-	}, keepConnection)
+	})
 	if err != nil {
 		return fmt.Errorf("idempotency: put %s: %w", s.layout.ItemKey(r.Kind, r.Key, r.JobID), err)
 	}
@@ -596,6 +678,20 @@ func (s *DynamoDBStore) Shards() int { return s.shards }
 
 // Layout returns the layout the store writes.
 func (s *DynamoDBStore) Layout() Layout { return s.layout }
+
+// putItem runs a PutItem, sent again while a transaction conflict refuses it (ddbretry).
+func (s *DynamoDBStore) putItem(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
+		return s.client.PutItem(ctx, in, keepConnection)
+	})
+}
+
+// updateItem runs an UpdateItem, sent again while a transaction conflict refuses it (ddbretry).
+func (s *DynamoDBStore) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return s.client.UpdateItem(ctx, in, keepConnection)
+	})
+}
 
 // keepConnection is passed with every DynamoDB call: without it the SDK may lose a response
 // under a race in its HTTP layer and repeat the write (see internal/sdkhttp).

@@ -32,15 +32,8 @@ func newTable(t *testing.T, client *dynamodb.Client) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	name := awslocal.UniqueName("idem")
-	if _, err := client.CreateTable(ctx, idempotency.TableInput(name)); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = time.Second })
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
-		t.Fatalf("table %s not active: %v", name, err)
-	}
-	if err := idempotency.EnableTTL(ctx, client, name); err != nil {
+	name, err := awslocal.ProvisionTable(ctx, client, awslocal.UniqueName("idem"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return name

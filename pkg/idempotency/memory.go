@@ -34,6 +34,9 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	if err := validateClaim(&req); err != nil {
 		return ClaimResult{}, err
 	}
+	if err := LayoutByID.checkSize(req.Kind, req.Key, req.JobID); err != nil {
+		return ClaimResult{}, err
+	}
 	ik := LayoutByID.ItemKey(req.Kind, req.Key, req.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -50,6 +53,7 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	rec := old
 	rec.Kind, rec.Key, rec.JobID = req.Kind, req.Key, req.JobID
 	rec.State, rec.Token, rec.LeaseUntil = StateRunning, req.Token, msTime(req.LeaseUntil)
+	rec.Reason, rec.DeadMessageID = "", "" // a dead job claimed again is no longer dead
 	if req.PayloadHash != "" {
 		rec.PayloadHash = req.PayloadHash
 	}
@@ -128,11 +132,18 @@ func (m *MemoryStore) MarkDead(ctx context.Context, d DeadMark) (bool, error) {
 	if err := validateDeadMark(&d); err != nil {
 		return false, err
 	}
+	if err := LayoutByID.checkSize(d.Kind, d.Key, d.JobID); err != nil {
+		return false, err
+	}
 	ik := LayoutByID.ItemKey(d.Kind, d.Key, d.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
-	if !ok || rec.Expired(d.Now) || !markable(&rec, &d) {
+	if !ok || rec.Expired(d.Now) {
+		m.recs[ik] = deadRecord(&d)
+		return true, nil
+	}
+	if !markable(&rec, &d) {
 		return false, nil
 	}
 	rec.State, rec.Reason, rec.DeadMessageID = StateDead, d.Reason, d.MessageID

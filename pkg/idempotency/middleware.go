@@ -196,6 +196,11 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		Fresh: !m.cfg.ExpectRecords && job.ReceiveCount <= 1 && job.AttemptsBefore == 0 && job.RunAt.IsZero(),
 	})
 	endClaim(err)
+	if errors.Is(err, ErrKeyTooLong) {
+		// A message no producer of this module wrote: every claim of it would fail the same way
+		// (DynamoDB: ValidationException), until SQS's redrive policy moved it. Dead-letter it now.
+		return jobs.DeadLetter(jobs.ReasonMalformed, &refusal{msg: err.Error(), noMark: true})
+	}
 	if err != nil {
 		m.stats.storeErrors.Add(1)
 		if m.cfg.FailOpen {
@@ -353,15 +358,18 @@ func (e *refusal) Error() string { return e.msg }
 // batch it dead-lettered, once the dead letters are in the DLQ. A job whose outcome came back
 // through Work (calledNext: it was claimed and run, or judged on its claim: cancelled, exhausted,
 // args that do not decode) was recorded by Work's finishing write and costs nothing more here.
-// For the others (an unknown kind, which never reaches the middleware; a payload mismatch against
-// a record of the same job id; a middleware outside this one that dead-lettered the job without
-// calling next) it makes the job's record dead with the reason (Store.MarkDead: one conditional
-// write, refused when the job has no record or its record is another job's or in another state),
-// so that status listings of dead jobs show every job in the DLQ. A failed write is logged,
-// counted in FinishErrors and passed to OnFinishError; the message is in the DLQ all the same.
+// For the others — an unknown kind, which never reaches the middleware; a body that is no valid
+// envelope but names a job id (recorded under that id, with its kind when the body has a valid
+// one); a payload mismatch against a record of the same job id; a middleware outside this one
+// that dead-lettered the job without calling next — it records the job as dead with the reason
+// (Store.MarkDead: one conditional write): its record becomes dead, or a dead record is written
+// where the job has none, so that status listings of dead jobs show every job in the DLQ. A
+// record of another job, or in another state, is left alone, and so is a job whose key or id is
+// too long for a record (ErrKeyTooLong). A failed write is logged, counted in FinishErrors and
+// passed to OnFinishError; the message is in the DLQ all the same.
 func (m *Middleware) RecordDeadLetter(ctx context.Context, job *jobs.Info, reason string, err error, calledNext bool) {
 	var r *refusal
-	if calledNext || job.Kind == "" || job.Key == "" || errors.As(err, &r) && r.noMark {
+	if calledNext || job.ID == "" && (job.Kind == "" || job.Key == "") || errors.As(err, &r) && r.noMark {
 		return
 	}
 	m.markDead(ctx, job, reason, err)
@@ -369,17 +377,29 @@ func (m *Middleware) RecordDeadLetter(ctx context.Context, job *jobs.Info, reaso
 
 // markDead records a dead-lettered job as dead.
 func (m *Middleware) markDead(ctx context.Context, job *jobs.Info, reason string, jobErr error) {
-	hash, _ := jobs.PayloadHash(job.Kind, job.RawArgs) // "" for args that cannot be hashed: the job id decides
+	kind, key := job.Kind, job.Key
+	if key == "" || kind == "" {
+		key = job.ID // a job known by its id alone (a malformed body): recorded under its id
+	}
+	var hash string
+	if kind != "" {
+		hash, _ = jobs.PayloadHash(kind, job.RawArgs) // "" for args that cannot be hashed: the job id decides
+	}
 	if hash == "" && job.ID == "" {
 		return
 	}
 	now := m.cfg.Now()
-	mark := DeadMark{Kind: job.Kind, Key: job.Key, JobID: job.ID, PayloadHash: hash, Reason: reason,
+	mark := DeadMark{Kind: kind, Key: key, JobID: job.ID, PayloadHash: hash, Reason: reason,
 		MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL)}
 	if jobErr != nil {
 		mark.Error = jobErr.Error()
 	}
 	marked, err := m.cfg.Store.MarkDead(ctx, mark)
+	if errors.Is(err, ErrKeyTooLong) {
+		m.cfg.Logger.WarnContext(ctx, "sqsworker: the dead-lettered job has no record: its key or id is too long for one",
+			"job_id_bytes", len(job.ID), "kind", kind, "reason", reason, "error", err)
+		return
+	}
 	if err != nil {
 		m.stats.finishErrors.Add(1)
 		m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not record the dead-lettered job as dead", "job_id", job.ID,

@@ -170,9 +170,10 @@ func newDynamoStore(t *testing.T, client idempotency.DynamoDBAPI) *idempotency.D
 	b := awslocaltest.Backend(t)
 	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	table := awslocal.UniqueName("idem")
-	if _, err := ddb.CreateTable(context.Background(), idempotency.TableInput(table)); err != nil {
+	if _, err := awslocal.ProvisionTable(context.Background(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
+	table = awslocal.TableName(table)
 	s, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: client, Table: table})
 	if err != nil {
 		t.Fatal(err)

@@ -117,10 +117,50 @@ func validateFinish(f *Finish) error {
 	return fmt.Errorf("%w: finish to state %q (want succeeded, retrying, dead or cancelled)", errInvalid, f.State)
 }
 
+// Limits of what a job record can hold, from DynamoDB's (the memory store keeps the same).
+const (
+	// MaxIndexedIDBytes is the longest job id a record can carry where it indexes the id: AttrJobID
+	// is the partition key of IndexByID, and DynamoDB's partition keys take at most 2,048 bytes.
+	// A record kept under the job's id (LayoutByID, a job without a key of its own) does not index
+	// it, and its partition key is a hash of a long id: there the id may be longer.
+	MaxIndexedIDBytes = 2048
+	// MaxIdentityBytes bounds a job's kind, key and id together (the key counted once when it is
+	// the id), so that the record, with the longest error and result it may keep, stays within
+	// DynamoDB's 400 KB item limit.
+	MaxIdentityBytes = 400<<10 - MaxErrorBytes - MaxResultBytes - 4<<10
+)
+
+// ErrKeyTooLong is wrapped by the error of a Claim or MarkDead of a job whose record the store
+// cannot write: a job id longer than MaxIndexedIDBytes where the record indexes it, or a kind, key
+// and id longer than MaxIdentityBytes together. Only a message that no producer of this module
+// wrote can carry one (the producer takes keys of at most 1,024 bytes and ids of at most 128):
+// the middleware dead-letters it at once as malformed, since every claim of it would fail.
+var ErrKeyTooLong = errors.New("idempotency: the job's key or id is too long for its record")
+
+// checkSize returns an error wrapping ErrKeyTooLong when the record of the job (kind, key, jobID)
+// cannot be written in layout l.
+func (l Layout) checkSize(kind, key, jobID string) error {
+	n := len(kind) + len(key)
+	if !l.IDKeyed(key, jobID) {
+		if len(jobID) > MaxIndexedIDBytes {
+			return fmt.Errorf("%w: its id is %d bytes long, and the job table indexes ids of at most %d bytes (DynamoDB's partition key limit, by_id index)",
+				ErrKeyTooLong, len(jobID), MaxIndexedIDBytes)
+		}
+		n += len(jobID)
+	}
+	if n > MaxIdentityBytes {
+		return fmt.Errorf("%w: its kind, key and id take %d bytes, and a job record keeps at most %d of them (DynamoDB's 400 KB item limit)",
+			ErrKeyTooLong, n, MaxIdentityBytes)
+	}
+	return nil
+}
+
 func validateDeadMark(d *DeadMark) error {
 	switch {
-	case d.Kind == "" || d.Key == "":
-		return fmt.Errorf("%w: dead mark without a Kind or Key", errInvalid)
+	case d.Key == "":
+		return fmt.Errorf("%w: dead mark without a Key", errInvalid)
+	case d.Kind == "" && (d.JobID == "" || d.Key != d.JobID):
+		return fmt.Errorf("%w: dead mark without a Kind whose Key is not its JobID", errInvalid)
 	case d.JobID == "" && d.PayloadHash == "":
 		return fmt.Errorf("%w: dead mark without a JobID or PayloadHash", errInvalid)
 	case d.Reason == "":
@@ -162,6 +202,16 @@ func validState(s State) bool {
 		return true
 	}
 	return false
+}
+
+// deadRecord is the record MarkDead writes where the job has none (or an expired one): dead,
+// never run.
+func deadRecord(d *DeadMark) Record {
+	return Record{
+		Kind: d.Kind, Key: d.Key, JobID: d.JobID, State: StateDead, PayloadHash: d.PayloadHash,
+		LastError: TruncateError(d.Error), Reason: d.Reason, DeadMessageID: d.MessageID,
+		UpdatedAt: msTime(d.Now), ExpiresAt: expTime(d.ExpiresAt),
+	}
 }
 
 // freshRecord is the record of a claim over no record (or an expired one).

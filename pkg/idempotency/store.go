@@ -1,10 +1,3 @@
-// Package idempotency makes a job's side effects run once per job key, although SQS delivers at
-// least once. A [Store] keeps one record per job key (scoped by kind): the worker claims it with
-// one conditional write before running the job and completes or fails it afterwards. The same
-// record carries the job's status (pkg/status reads and lists it).
-//
-// Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
-// conformance suite in pkg/idempotency/idempotencytest.
 package idempotency
 
 import (
@@ -59,13 +52,16 @@ type Record struct {
 	PayloadHash string
 	// LastError is the last failure's error text (truncated); kept after a later success.
 	LastError string
-	// Reason is the dead-letter reason of a dead record.
+	// Reason is the dead-letter reason of a dead record, or the reason given to a cancellation.
+	// A claim removes it (a dead job claimed again, after a redrive, is no longer dead), and so
+	// does pkg/status's reset for a redrive; LastError stays.
 	Reason string
 	// Result is what a succeeded job stored with SetResult (at most MaxResultBytes), for
 	// status lookups; duplicates are acknowledged without running.
 	Result string
 	// DeadMessageID is the SQS message whose run made the record dead. That message coming back
-	// (its DLQ send failed) must not run the job again; a redriven copy is a new message.
+	// (its DLQ send failed) must not run the job again; a redriven copy is a new message. A claim
+	// removes it.
 	DeadMessageID string
 	// FirstAttemptAt and LastAttemptAt are the first and latest claim times.
 	FirstAttemptAt, LastAttemptAt time.Time
@@ -157,9 +153,12 @@ type Renewal struct {
 }
 
 // DeadMark asks to record a job as dead that was dead-lettered without a claim of this store
-// recording it: an unknown kind, a payload mismatch, a middleware that refused it before it ran.
+// recording it: an unknown kind, a payload mismatch, a body that is no valid envelope but names
+// a job id, a middleware that refused it before it ran.
 type DeadMark struct {
-	// Kind, Key and JobID identify the job; Kind and Key are required.
+	// Kind, Key and JobID identify the job. Key is required. Kind may be empty only for a job
+	// known by its id alone (Key == JobID): a malformed message whose kind is missing or invalid,
+	// recorded under its id with no kind.
 	Kind, Key, JobID string
 	// PayloadHash is jobs.PayloadHash of the dead-lettered message's kind and args ("" when it
 	// could not be computed). JobID or PayloadHash is required.
@@ -191,13 +190,16 @@ type Store interface {
 	// whose record is kept under that id (Layout), the most recently updated of the two records is
 	// returned.
 	Get(ctx context.Context, kind, key string) (Record, error)
-	// MarkDead makes the record of the job key dead, with one conditional write, when it is live
-	// (not expired), is this job's (the same job id, or the same payload hash: another copy of
-	// the operation) and waits for a run: queued, scheduled, retrying, or running with an expired
-	// lease. The record keeps its run count; its reason, error and DeadMessageID are set, its
-	// claim (token, lease) removed. It reports whether it wrote: no record, a record of another
-	// job and a record in another state (succeeded, cancelled, dead, running with a live lease)
-	// are left alone (false, nil).
+	// MarkDead records the job as dead, with one conditional write. A record of the job key that
+	// is live (not expired), is this job's (the same job id, or the same payload hash: another
+	// copy of the operation) and waits for a run (queued, scheduled, retrying, or running with an
+	// expired lease) becomes dead: it keeps its run count; its reason, error and DeadMessageID
+	// are set, its claim (token, lease) removed. Where the key has no record (none, or an expired
+	// one), a new dead record is written (runs 0, the payload hash if given), so that every job
+	// in the DLQ has one. It reports whether it wrote: a record of another job and a record in
+	// another state (succeeded, cancelled, dead, running with a live lease) are left alone
+	// (false, nil). A job whose record cannot be written returns an error wrapping
+	// ErrKeyTooLong.
 	MarkDead(ctx context.Context, d DeadMark) (bool, error)
 }
 

@@ -356,9 +356,11 @@ func (l Layout) Item(r Record, shards int) map[string]types.AttributeValue {
 	pk := l.ItemKey(r.Kind, r.Key, r.JobID)
 	item := map[string]types.AttributeValue{
 		AttrPK:    avS(pk),
-		AttrKind:  avS(r.Kind),
 		AttrState: avS(string(r.State)),
 		AttrRuns:  avN(int64(r.Runs)),
+	}
+	if r.Kind != "" { // a dead record of a message that named no valid kind has none
+		item[AttrKind] = avS(r.Kind)
 	}
 	if !idKeyed || pk != IDKeyPrefix+r.Key {
 		item[AttrKey] = avS(r.Key)

@@ -28,9 +28,11 @@ func meteredStore(t *testing.T, layout idempotency.Layout) (*idempotency.DynamoD
 	plain := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	table := awslocal.UniqueName("wru")
 	in := idempotency.TableInput(table)
-	if _, err := plain.CreateTable(context.Background(), in); err != nil {
+	if _, err := awslocal.ProvisionTable(context.Background(), plain, table); err != nil {
 		t.Fatal(err)
 	}
+	table = awslocal.TableName(table)
+	in = idempotency.TableInput(table)
 	ledger := awscost.NewLedger(map[string]awscost.Schema{table: awscost.SchemaFromCreateTable(in)})
 	var mu sync.Mutex
 	var failure error

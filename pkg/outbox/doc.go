@@ -21,6 +21,10 @@
 // caller's PostgreSQL transaction, FOR UPDATE SKIP LOCKED, LISTEN/NOTIFY). Both pass the
 // conformance suite in pkg/outbox/outboxtest, which a store of your own can run too.
 //
+//	relay, err := outbox.NewRelay(outbox.RelayConfig{Store: store, Producers: []*producer.Producer{prod}})
+//	…
+//	stats, err := relay.Drain(ctx) // claim, send, write back, until nothing is due
+//
 // # Semantics
 //
 // A relay that is stopped (its context cancelled) sends nothing more, but lets a send already

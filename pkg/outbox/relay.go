@@ -50,7 +50,12 @@ type RelayConfig struct {
 	// BatchSize is the most entries one pass claims. Defaults to 100.
 	BatchSize int
 	// Lease is how long a claim lasts: a relay that crashed holding entries leaves them to the
-	// others after it. It must exceed the time a pass takes to send a batch. Defaults to 30 s.
+	// others after it. A claimed entry is sent only while at least half its lease is left (by its
+	// LockedUntil, which a store may count from its own claim write), and its send ends a quarter
+	// lease before the lease does, which leaves that quarter for the write-back; an entry whose
+	// claim has less left (a slow claim, a slow earlier send) is released unsent, without an
+	// attempt spent, for the next pass. So no relay sends an entry after another may have claimed
+	// it; give the lease at least twice what a pass takes. Defaults to 30 s.
 	Lease time.Duration
 	// MaxAttempts is how many sends an entry gets before it is dead. Defaults to 10.
 	MaxAttempts int
@@ -75,10 +80,14 @@ type RelayConfig struct {
 // Stats counts what a relay did.
 type Stats struct {
 	// Claimed entries, of which Sent were accepted by SQS, Failed will be retried, Dead gave up,
-	// Released were not attempted (their FIFO group was stopped by an earlier failure, or the
-	// relay was stopping) and Deferred wait, without an attempt spent, until their delay fits
-	// SQS's DelaySeconds (their producer has no Scheduler).
+	// Released were not attempted (their FIFO group was stopped by an earlier failure, the relay
+	// was stopping, or their claim was running out) and Deferred wait, without an attempt spent,
+	// until their delay fits SQS's DelaySeconds (their producer has no Scheduler).
 	Claimed, Sent, Failed, Dead, Released, Deferred int
+	// LeaseShort counts the Released entries that were not sent because less than half their
+	// lease was left when their send would have started (see RelayConfig.Lease), and the later
+	// entries of their FIFO groups.
+	LeaseShort int
 	// Passes counts claim → send → write-back rounds (Drain, Run).
 	Passes int
 }
@@ -90,6 +99,7 @@ func (s *Stats) add(o Stats) {
 	s.Dead += o.Dead
 	s.Released += o.Released
 	s.Deferred += o.Deferred
+	s.LeaseShort += o.LeaseShort
 	s.Passes += o.Passes
 }
 
@@ -164,6 +174,9 @@ func defaultRelayID() string {
 // ID returns the relay's id (RelayConfig.ID or its default).
 func (r *Relay) ID() string { return r.cfg.ID }
 
+// Lease returns the relay's lease (RelayConfig.Lease or its default).
+func (r *Relay) Lease() time.Duration { return r.cfg.Lease }
+
 // RunOnce makes one pass: it claims up to BatchSize due entries, sends them and writes back the
 // outcomes. An error means the claim or the write-back failed; sends that failed are not errors
 // (they are retried later, and counted in Stats).
@@ -233,6 +246,7 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 	}
 	now := r.cfg.Now()
 	deferred := map[int]bool{}
+	short := map[int]bool{}
 	outcomes := make([]Outcome, len(entries))
 	// Group by producer, keeping the order within each.
 	byProducer := map[*producer.Producer][]int{}
@@ -266,10 +280,6 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 	}
 	for _, p := range order {
 		idx := byProducer[p]
-		msgs := make([]producer.Message, len(idx))
-		for k, i := range idx {
-			msgs[k] = entries[i].Message
-		}
 		if ctx.Err() != nil {
 			// The relay is stopping: what it has not started to send goes back at once.
 			for _, i := range idx {
@@ -277,10 +287,24 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 			}
 			continue
 		}
+		// Only what this relay surely still holds is sent: an entry whose claim has less than
+		// half the lease left (the claim or an earlier send took that long) could be claimed by
+		// another relay before this one's write-back, and sent twice. It goes back unsent, and so
+		// does the rest of its FIFO group, which must not overtake it.
+		start := r.cfg.Now()
+		idx, until := r.holding(ctx, entries, idx, outcomes, short, start)
+		if len(idx) == 0 {
+			continue
+		}
+		msgs := make([]producer.Message, len(idx))
+		for k, i := range idx {
+			msgs[k] = entries[i].Message
+		}
 		// A send once started is not cut off by a stop: SQS may accept a request whose answer
-		// never arrives, and the entries would then be sent again. It is bounded by half the
-		// lease (and by ctx's deadline), so that it ends while the claim holds.
-		sctx, cancel := r.sendContext(ctx)
+		// never arrives, and the entries would then be sent again. It ends a quarter lease before
+		// the earliest of its claims does (or at ctx's deadline), so that the write-back has that
+		// quarter while the claims hold.
+		sctx, cancel := r.sendContext(ctx, until, start)
 		results, _ := p.Send(sctx, msgs) // the call's error is also every result's
 		cancel()
 		for k, i := range idx {
@@ -298,6 +322,9 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 		}
 	}
 	for i := range outcomes {
+		if short[i] {
+			st.LeaseShort++
+		}
 		switch o := &outcomes[i]; {
 		case o.Sent:
 			st.Sent++
@@ -323,10 +350,51 @@ func (r *Relay) Publish(ctx context.Context, entries []Entry) (Stats, error) {
 	return st, nil
 }
 
-// sendContext is the context of one send: not cancelled with ctx, ended after half the lease or
-// at ctx's deadline, whichever is first.
-func (r *Relay) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	end := time.Now().Add(r.cfg.Lease / 2)
+// holding returns the entries of idx (in order) whose claim leaves at least half the lease at now,
+// and the earliest end of their claims (zero when no store said); it releases the others, and the
+// later entries of their FIFO groups, marking them in short. An entry without a LockedUntil (a
+// store that does not return it) counts as held.
+func (r *Relay) holding(ctx context.Context, entries []Entry, idx []int, outcomes []Outcome, short map[int]bool, now time.Time) ([]int, time.Time) {
+	var (
+		keep    = idx[:0:0]
+		until   time.Time
+		blocked map[string]bool
+	)
+	for _, i := range idx {
+		e := &entries[i]
+		group := e.Message.GroupID
+		if lu := e.LockedUntil; !lu.IsZero() && lu.Sub(now) < r.cfg.Lease/2 || group != "" && blocked[group] {
+			outcomes[i].Release, outcomes[i].AvailableAt = true, now
+			short[i] = true
+			if group != "" {
+				if blocked == nil {
+					blocked = map[string]bool{}
+				}
+				blocked[group] = true
+			}
+			continue
+		}
+		keep = append(keep, i)
+		if lu := e.LockedUntil; !lu.IsZero() && (until.IsZero() || lu.Before(until)) {
+			until = lu
+		}
+	}
+	if len(keep) < len(idx) {
+		r.cfg.Logger.WarnContext(ctx, "outbox entries released unsent: their claim was running out (the claim or an earlier send took most of the lease; raise RelayConfig.Lease)",
+			"relay", r.cfg.ID, "released", len(idx)-len(keep), "lease", r.cfg.Lease)
+	}
+	return keep, until
+}
+
+// sendContext is the context of one send: not cancelled with ctx, ended a quarter lease before
+// until (the earliest end of the claims sent; now is the relay's clock) or, when until is zero,
+// half a lease from now; and at ctx's deadline, whichever is first.
+func (r *Relay) sendContext(ctx context.Context, until, now time.Time) (context.Context, context.CancelFunc) {
+	budget := r.cfg.Lease / 2
+	if !until.IsZero() {
+		budget = until.Sub(now) - r.cfg.Lease/4
+	}
+	end := time.Now().Add(budget)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
 		end = dl
 	}

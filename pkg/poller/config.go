@@ -38,7 +38,10 @@ var ErrAlreadyRunning = errors.New("poller: already running")
 // Config configures a Poller. SQS, QueueURL and Handler are required; every other field's zero
 // value is its default.
 type Config struct {
-	// SQS is the client, usually sqs.NewFromConfig(cfg). Required.
+	// SQS is the client, usually sqs.NewFromConfig(cfg). Required. Size cfg's HTTP pool to
+	// what runs at once, or most calls beyond the SDK's 10 per host dial a new connection:
+	// config.LoadDefaultConfig(ctx, config.WithHTTPClient(HTTPClient(IdleConnsPerHost(
+	// Concurrency, worker's Concurrency)))) (see IdleConnsPerHost).
 	SQS SQSAPI
 	// QueueURL is the URL of the queue to consume. Required. A URL ending in ".fifo" is a FIFO
 	// queue.
@@ -56,7 +59,8 @@ type Config struct {
 	// what the first receive returned.
 	BatchWindow time.Duration
 	// Concurrency is how many batches may be handled at the same time; each slot polls the queue
-	// on its own. 1–1,000. Defaults to 1.
+	// on its own. 1–1,000. Defaults to 1. The SQS client's idle pool should hold
+	// IdleConnsPerHost(Concurrency, the handler's jobs per batch) connections per host.
 	Concurrency int
 	// WaitTime is the long-poll duration of each ReceiveMessage, in whole seconds from 1 to 20
 	// (short polling is not offered: it would spin on an empty queue). Defaults to 20 s.

@@ -8,9 +8,11 @@
 // Every job is validated before anything is sent, and every error names the job and the field
 // at fault: the kind's syntax, args that must encode to a JSON object, the key, max attempts,
 // message attributes (at most [MaxAttributes] of the producer's own, valid SQS names, none under
-// the reserved "AWS.", "Amazon." and "sqsworker." prefixes), the delay, the FIFO message group
-// and deduplication ids, and the size: body + attributes at most [MaxMessageSize], which keeps
-// 8 KiB of SQS's 1 MiB for what the worker adds when it dead-letters or re-sends a job.
+// the reserved "AWS.", "Amazon." and "sqsworker." prefixes, Number values that SQS reads as
+// numbers), the delay, the FIFO message group and deduplication ids, and the size: body +
+// attributes at most the queue's MaximumMessageSize ([Config.QueueMaxMessageSize], 1 MiB
+// unless set) less 8 KiB kept for what the worker adds when it dead-letters or re-sends a job
+// ([MaxMessageSize] on a 1 MiB queue).
 // Validation errors wrap [ErrInvalid]; oversize jobs also wrap [ErrTooLarge], and delays SQS
 // cannot express also wrap [ErrNeedsScheduler].
 //

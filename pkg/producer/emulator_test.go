@@ -2,10 +2,13 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +266,101 @@ func TestEmulatorAttributesAndDelay(t *testing.T) {
 	sort.Strings(names)
 	if !equalAttrs(got, attrs) {
 		t.Errorf("attributes %v differ from %v", names, attrs)
+	}
+}
+
+// queueMaxSize reads a queue's MaximumMessageSize, as a producer's configuration would.
+func queueMaxSize(t *testing.T, client *sqs.Client, url string) int {
+	t.Helper()
+	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(out.Attributes["MaximumMessageSize"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestEmulatorQueueMaxMessageSize: the queues awslocal provisions take the producer's largest
+// job (1 MiB less 8 KiB), which arrives whole; a queue created smaller, given to the producer as
+// Config.QueueMaxMessageSize, gets no job above its limit (the emulator itself would take it:
+// SQS would not) and the jobs within it; a Number attribute SQS would refuse is never sent.
+func TestEmulatorQueueMaxMessageSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client, stack := emulatorQueue(t, false)
+	size := queueMaxSize(t, client, stack.QueueURL)
+	if size != 1<<20 {
+		t.Fatalf("the provisioned queue's MaximumMessageSize is %d, want 1048576", size)
+	}
+	p := newTestProducer(t, client, stack.QueueURL, func(c *Config) { c.QueueMaxMessageSize = size })
+	if _, err := p.Enqueue(ctx, blobArgs{}, WithID("probe")); err != nil {
+		t.Fatal(err)
+	}
+	probe := receive(t, client, stack.QueueURL, 1)
+	if len(probe) != 1 {
+		t.Fatalf("received %d messages", len(probe))
+	}
+	fill := MaxMessageSize - len(aws.ToString(probe[0].Body))
+	res, err := p.Enqueue(ctx, blobArgs{Data: strings.Repeat("x", fill)}, WithID("probe"))
+	if err != nil {
+		t.Fatalf("a job of exactly %d bytes: %v", MaxMessageSize, err)
+	}
+	var got string
+	for _, m := range receive(t, client, stack.QueueURL, 2) {
+		if aws.ToString(m.MessageId) == res.MessageID {
+			got = aws.ToString(m.Body)
+		}
+	}
+	if len(got) != MaxMessageSize {
+		t.Fatalf("the largest job arrived with %d bytes, want %d", len(got), MaxMessageSize)
+	}
+
+	// A queue of 64 KiB.
+	small, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awslocal.UniqueName("small")),
+		Attributes: map[string]string{"MaximumMessageSize": "65536"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallURL := aws.ToString(small.QueueUrl)
+	size = queueMaxSize(t, client, smallURL)
+	sp := newTestProducer(t, client, smallURL, func(c *Config) { c.QueueMaxMessageSize = size })
+	_, err = sp.Enqueue(ctx, blobArgs{Data: strings.Repeat("x", 70_000)})
+	mustContain(t, err, "args are 70011 bytes and attributes 0: the message would exceed 57344 bytes: the queue's MaximumMessageSize of 65536 bytes (producer.Config.QueueMaxMessageSize) less 8 KiB kept for the worker")
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("%v does not wrap ErrTooLarge", err)
+	}
+	results, err := sp.EnqueueBatch(ctx, []Request{{Args: blobArgs{Data: strings.Repeat("x", 60_000)}}, {Args: blobArgs{Data: strings.Repeat("y", 40_000)}}})
+	if err != nil || results[0].Err == nil || results[1].Err != nil {
+		t.Fatalf("batch: %+v, %v; want the 60 KB job refused and the 40 KB one sent", results, err)
+	}
+	// Number attributes: one SQS refuses is never sent; a valid one arrives.
+	num := func(v string) Option {
+		return WithAttributes(map[string]types.MessageAttributeValue{"price": {DataType: aws.String("Number"), StringValue: aws.String(v)}})
+	}
+	for _, v := range []string{"abc", "1e200", "123456789012345678901234567890123456789"} {
+		if _, err := sp.Enqueue(ctx, emailArgs{To: "a@b.c"}, num(v)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Number %q: %v, want ErrInvalid", v, err)
+		}
+	}
+	valid, err := sp.Enqueue(ctx, emailArgs{To: "a@b.c"}, num("6.02E23"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := receive(t, client, smallURL, 3)
+	if len(msgs) != 2 {
+		t.Fatalf("the small queue holds %d messages, want 2: the 40 KB job and the valid Number", len(msgs))
+	}
+	for _, m := range msgs {
+		if body := aws.ToString(m.Body); len(body) > 57344 {
+			t.Errorf("a %d-byte message reached the 64 KiB queue", len(body))
+		}
+		if aws.ToString(m.MessageId) == valid.MessageID && aws.ToString(m.MessageAttributes["price"].StringValue) != "6.02E23" {
+			t.Errorf("the Number attribute arrived as %v", m.MessageAttributes["price"])
+		}
 	}
 }

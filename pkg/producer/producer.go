@@ -90,7 +90,29 @@ type Config struct {
 	// jobs delayed through the scheduler, whose target cannot carry the size attribute. Defaults
 	// to false: only jobs whose message would exceed MaxMessageSize.
 	PayloadAlways bool
+
+	// QueueMaxMessageSize is the queue's MaximumMessageSize attribute, in bytes: SQS refuses a
+	// larger message for good. The producer keeps 8 KiB of it for what the worker adds when it
+	// dead-letters or re-sends a job, and rejects a job whose message (body + attributes) would
+	// exceed the rest with ErrTooLarge, naming both sizes, before anything is sent (or, with
+	// Payload, sends it through S3). Set it when the queue's is smaller than 1 MiB: SQS's default
+	// for a queue created without the attribute is 256 KiB (262,144), so pass 262144 for such a
+	// queue (awslocal.Provision and the CDK's queues set 1 MiB). 16 KiB to 1 MiB. Defaults to
+	// 1 MiB (1,048,576), the most SQS allows.
+	QueueMaxMessageSize int
 }
+
+// Queue message sizes (Config.QueueMaxMessageSize).
+const (
+	// MaxQueueMessageSize is the largest MaximumMessageSize SQS allows (1 MiB), and the
+	// default of Config.QueueMaxMessageSize.
+	MaxQueueMessageSize = 1 << 20
+	// MinQueueMessageSize is the smallest Config.QueueMaxMessageSize the producer accepts:
+	// 8 KiB for the worker, and 8 KiB for the job.
+	MinQueueMessageSize = 16 << 10
+	// workerReserve is what the producer keeps of every message for the worker.
+	workerReserve = 8 << 10
+)
 
 // PayloadWriter keeps the envelopes of jobs sent through S3. *payload.Store implements it.
 type PayloadWriter interface {
@@ -151,7 +173,9 @@ type Producer struct {
 	observer   Observer
 	payload    PayloadWriter
 	always     bool
-	maxSize    int // the largest envelope + attributes a job may have
+	queueMax   int // the queue's MaximumMessageSize (Config.QueueMaxMessageSize)
+	sqsMax     int // the largest message sent through SQS: queueMax less the worker's 8 KiB
+	maxSize    int // the largest envelope + attributes a job may have (through S3 with Payload)
 }
 
 // New checks cfg and returns a Producer.
@@ -182,8 +206,17 @@ func New(cfg Config) (*Producer, error) {
 		observer:   cfg.Observer,
 		payload:    cfg.Payload,
 		always:     cfg.PayloadAlways,
-		maxSize:    MaxMessageSize,
+		queueMax:   cfg.QueueMaxMessageSize,
 	}
+	switch {
+	case p.queueMax == 0:
+		p.queueMax = MaxQueueMessageSize
+	case p.queueMax < MinQueueMessageSize || p.queueMax > MaxQueueMessageSize:
+		return nil, fmt.Errorf("producer: Config.QueueMaxMessageSize %d is not between %d and %d bytes (the queue's MaximumMessageSize; the producer keeps 8 KiB of it for the worker)",
+			cfg.QueueMaxMessageSize, MinQueueMessageSize, MaxQueueMessageSize)
+	}
+	p.sqsMax = p.queueMax - workerReserve
+	p.maxSize = p.sqsMax
 	if cfg.PayloadAlways && cfg.Payload == nil {
 		return nil, errors.New("producer: Config.PayloadAlways is set but Config.Payload is nil: pass a *payload.Store")
 	}
@@ -392,9 +425,9 @@ func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
 
 // schedule hands a delayed job to the scheduler.
 func (p *Producer) schedule(ctx context.Context, j *job, res *Result) {
-	if j.size > MaxMessageSize {
+	if j.size > p.sqsMax {
 		res.Err = fmt.Errorf("producer: schedule %s (id %s): %w", j.label(), j.id, tooLarge(
-			"the job is %d bytes, above the %d an SQS message carries: a job sent through S3 cannot be delayed beyond what SQS DelaySeconds allows (15 minutes on a standard queue), because an EventBridge Scheduler target cannot set the pointer's size attribute", j.size, MaxMessageSize))
+			"the job is %d bytes, above the %d an SQS message carries on this queue: a job sent through S3 cannot be delayed beyond what SQS DelaySeconds allows (15 minutes on a standard queue), because an EventBridge Scheduler target cannot set the pointer's size attribute", j.size, p.sqsMax))
 		return
 	}
 	env, err := jobs.ParseEnvelope(j.body)
@@ -703,7 +736,7 @@ func keepConnection(o *sqs.Options) {
 // S3.
 func (p *Producer) limitNote() string {
 	if p.payload == nil {
-		return " (SQS's 1 MiB minus 8 KiB kept for the worker; set producer.Config.Payload to send larger jobs through S3)"
+		return fmt.Sprintf(": the queue's MaximumMessageSize of %d bytes (producer.Config.QueueMaxMessageSize) less 8 KiB kept for the worker; set producer.Config.Payload to send larger jobs through S3", p.queueMax)
 	}
 	return " (the largest job sent through S3: payload.Config.MaxSize)"
 }
@@ -713,7 +746,7 @@ func (p *Producer) limitNote() string {
 // pointer, with the size attribute. j.size becomes the pointer message's size, which is what
 // counts against SQS's limits.
 func (p *Producer) offload(ctx context.Context, j *job) error {
-	if p.payload == nil || (!p.always && j.size <= MaxMessageSize) {
+	if p.payload == nil || (!p.always && j.size <= p.sqsMax) {
 		return nil
 	}
 	env := j.body

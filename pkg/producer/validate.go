@@ -3,6 +3,8 @@ package producer
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,8 +17,9 @@ import (
 // Limits the producer enforces before sending.
 const (
 	// MaxMessageSize is the largest job message the producer sends, body + message attributes
-	// counted the way SQS counts them: SQS's 1 MiB (1,048,576 bytes) minus 8 KiB kept for what the
-	// worker adds when it dead-letters or re-sends the job.
+	// counted the way SQS counts them, on a queue whose MaximumMessageSize is 1 MiB (1,048,576
+	// bytes, Config.QueueMaxMessageSize's default): that minus 8 KiB kept for what the worker
+	// adds when it dead-letters or re-sends the job. A smaller queue lowers it.
 	MaxMessageSize = 1<<20 - 8<<10
 	// MaxBatchRequestSize is SQS's limit on the total size of one SendMessageBatch request.
 	MaxBatchRequestSize = 1 << 20
@@ -201,6 +204,11 @@ func attributeValueSize(name string, v types.MessageAttributeValue) (int, error)
 		if i, ok := validText(*v.StringValue); !ok {
 			return 0, invalid("message attribute %q: StringValue has a character SQS does not allow at byte %d (invalid UTF-8 or a control character)", name, i)
 		}
+		if base == "Number" {
+			if err := checkNumber(*v.StringValue); err != nil {
+				return 0, invalid("message attribute %q (%s): StringValue %.40q %v", name, dt, *v.StringValue, err)
+			}
+		}
 		return len(dt) + len(*v.StringValue), nil
 	case "Binary":
 		if len(v.BinaryValue) == 0 {
@@ -250,4 +258,90 @@ func delaySeconds(d time.Duration, fifo, canSchedule bool) (secs int32, schedule
 		return 0, true, nil
 	}
 	return int32((d + time.Second - 1) / time.Second), false, nil
+}
+
+// SQS's limits on a Number attribute: "up to 38 digits of precision, and it can be between
+// 10^-128 and 10^+126" (in magnitude; 0 too), leading and trailing zeros not counting.
+const (
+	maxNumberDigits = 38
+	minNumberExp    = -128 // the smallest magnitude: 10^-128
+	maxNumberExp    = 126  // the largest magnitude: 10^126
+)
+
+// checkNumber reports why s is not a number SQS accepts as a Number attribute: a decimal with
+// an optional sign, digits with an optional decimal point (at least one digit), and an optional
+// exponent ("42", "-1.5", ".5", "6.02E23", "1e-7"); no spaces, no "NaN" or "Infinity", no hex,
+// at most 38 significant digits, and 0 or a magnitude from 10^-128 to 10^126.
+func checkNumber(s string) error {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	// The significant digits: from the first non-zero digit to the last one; point is the
+	// position of the decimal point among all the digits (the number of digits before it).
+	var digits, first, last, point int
+	first, last, point = -1, -1, -1
+	var lead byte // the first significant digit
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if c != '0' {
+				if first < 0 {
+					first, lead = digits, c
+				}
+				last = digits
+			}
+			digits++
+			continue
+		case c == '.' && point < 0:
+			point = digits
+			continue
+		}
+		break
+	}
+	if digits == 0 {
+		return errors.New("is not a number (SQS wants a decimal such as 42, -1.5 or 6.02E23)")
+	}
+	if point < 0 {
+		point = digits
+	}
+	exp := 0
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		neg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			neg = s[i] == '-'
+			i++
+		}
+		start := i
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			if exp < 1e6 { // far beyond either limit: stop growing
+				exp = exp*10 + int(s[i]-'0')
+			}
+		}
+		if i == start {
+			return errors.New("is not a number: its exponent has no digits")
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if i != len(s) {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("is not a number: %q at byte %d (SQS wants a decimal such as 42, -1.5 or 6.02E23)", r, i)
+	}
+	if first < 0 {
+		return nil // zero
+	}
+	if n := last - first + 1; n > maxNumberDigits {
+		return fmt.Errorf("has %d significant digits, SQS keeps at most %d", n, maxNumberDigits)
+	}
+	// The magnitude is 10^e times a number in [1, 10): e is the place of the first significant
+	// digit.
+	e := point - first - 1 + exp
+	if e < minNumberExp || e > maxNumberExp || (e == maxNumberExp && (last > first || lead != '1')) {
+		return errors.New("is outside SQS's range for numbers: 0, or a magnitude from 10^-128 to 10^126")
+	}
+	return nil
 }

@@ -1,7 +1,3 @@
-// Package schedule is sqsworker's side of EventBridge Scheduler: schedule expressions (at, rate,
-// cron with AWS's rules), one-time schedules for delayed jobs, recurring schedules, and a local
-// dispatcher that fires schedules where the backend only stores them (the embedded emulator,
-// LocalStack).
 package schedule
 
 import (

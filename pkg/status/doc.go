@@ -1,6 +1,11 @@
 // Package status looks up and lists jobs, and records the states a job takes outside the worker:
 // queued (the producer's optional write), scheduled, and cancelled.
 //
+//	table, err := status.New(status.Config{Client: dynamodb.NewFromConfig(cfg), Table: "myapp-jobs"})
+//	…
+//	job, err := table.Get(ctx, "email.welcome", "user-42-welcome") // errors.Is(err, status.ErrNotFound)
+//	page, err := table.List(ctx, status.ListQuery{State: idempotency.StateDead, Kind: "email.welcome"})
+//
 // It reads the DynamoDB table that pkg/idempotency's DynamoDB store writes: one item per job key
 // (docs/TABLE.md describes it). [Table.Get] reads one job by kind and key, [Table.GetByID] by job
 // id (through the by_id index), and [Table.List] lists the jobs in a state that needs attention

@@ -23,8 +23,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	client := dynamodb.NewFromConfig(backend.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	table := awslocal.UniqueName("jobs")
-	if _, err := client.CreateTable(ctx, idempotency.TableInput(table)); err != nil {
+	// The job table (idempotency.TableInput), created and waited for until it is ACTIVE, with TTL.
+	table, err := awslocal.ProvisionTable(ctx, client, awslocal.UniqueName("example"))
+	if err != nil {
 		log.Fatal(err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
@@ -37,7 +38,7 @@ func emulatorTable(t *testing.T) (*Table, *dynamodb.Client, string) {
 	backend := awslocaltest.Backend(t)
 	client := dynamodb.NewFromConfig(backend.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	name := awslocal.UniqueName("status")
-	if _, err := client.CreateTable(context.Background(), idempotency.TableInput(name)); err != nil {
+	if _, err := ddbtable.Create(context.Background(), client, idempotency.TableInput(name), ddbtable.Wait{}); err != nil {
 		t.Fatal(err)
 	}
 	tbl, err := New(Config{Client: checked{client}, Table: name, Now: func() time.Time { return testNow }})

@@ -126,7 +126,7 @@ func (t *Table) jobItem(kind, key, jobID, payloadHash string, state idempotency.
 const absentOrExpired = "attribute_not_exists(#pk) OR #exp <= :now"
 
 func (t *Table) putIfAbsent(ctx context.Context, item map[string]types.AttributeValue, kind, key string) error {
-	_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := t.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(t.table),
 		Item:                      item,
 		ConditionExpression:       aws.String(absentOrExpired),
@@ -223,7 +223,7 @@ func (t *Table) putCancelled(ctx context.Context, kind, key string, at time.Time
 		if reason != "" {
 			item[idempotency.AttrReason] = attrS(reason)
 		}
-		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+		_, err := t.putItem(ctx, &dynamodb.PutItemInput{
 			TableName:                 aws.String(t.table),
 			Item:                      item,
 			ConditionExpression:       aws.String(absentOrExpired),
@@ -268,7 +268,7 @@ func (t *Table) updateCancelled(ctx context.Context, old map[string]types.Attrib
 	}
 	cond := "attribute_exists(#pk) AND #st = :old"
 	cond += unchangedSince(old, values)
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
 		UpdateExpression:          aws.String("SET " + set + " REMOVE " + remove),

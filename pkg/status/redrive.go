@@ -26,7 +26,8 @@ const maxResetRounds = 4
 // lease (a worker crashed or timed out on it, which is how SQS's own redrive policy dead-letters
 // a job): the record becomes retrying — claimable, and indexed as retrying instead of dead — its
 // run count becomes 0 unless keepRuns is set, and any stale claim (token, lease) is removed. Its
-// last error and dead-letter reason are kept, to show what happened before the redrive.
+// dead-letter reason is removed (a retrying job has none: status and the console would show
+// "retrying, exhausted"); its last error is kept, to show what happened before the redrive.
 //
 // Every other record is left alone and ResetForRedrive returns nil: no record or an expired one
 // (the redriven job starts afresh anyway), a queued or scheduled one (nothing spent yet), a
@@ -56,7 +57,7 @@ func (t *Table) ResetForRedrive(ctx context.Context, kind, key string, keepRuns 
 		if j.Expired || !resettable(j, now) {
 			return nil
 		}
-		if j.State == idempotency.StateRetrying && j.Token == "" && (keepRuns || j.Runs == 0) {
+		if j.State == idempotency.StateRetrying && j.Token == "" && j.Reason == "" && (keepRuns || j.Runs == 0) {
 			return nil // already reset
 		}
 		err = t.updateReset(ctx, item, pk, keepRuns)
@@ -91,6 +92,7 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 		"#pk": idempotency.AttrPK, "#st": idempotency.AttrState, "#upd": idempotency.AttrUpdated,
 		"#tok": idempotency.AttrToken, "#lease": idempotency.AttrLease,
 		"#g1": idempotency.AttrGSI1PK, "#g2": idempotency.AttrGSI1SK, "#exp": idempotency.AttrExpires,
+		"#reason": idempotency.AttrReason,
 	}
 	values := map[string]types.AttributeValue{
 		":r":   attrS(string(idempotency.StateRetrying)),
@@ -107,10 +109,10 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 	}
 	cond := "attribute_exists(#pk) AND #st = :old AND (attribute_not_exists(#exp) OR #exp > :now)"
 	cond += unchangedSince(old, values)
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
-		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease"),
+		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease, #reason"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,

@@ -33,6 +33,8 @@ func TestResetForRedrive(t *testing.T) {
 		{"dead", ptr(dead("dead")), false, true, 0},
 		{"dead keeping runs", ptr(dead("dead-keep")), true, true, 3},
 		{"retrying", ptr(with(dead("retrying"), func(s *seed) { s.state, s.reason, s.runs = idempotency.StateRetrying, "", 2 })), false, true, 0},
+		// Reset by an earlier release, which kept the reason: only the reason goes.
+		{"retrying with a reason", ptr(with(dead("retrying-reason"), func(s *seed) { s.state, s.runs = idempotency.StateRetrying, 0 })), false, true, 0},
 		{"running, lease expired", ptr(with(dead("crashed"), func(s *seed) { s.state, s.reason, s.tok = idempotency.StateRunning, "", "t1" })), false, true, 0},
 		{"running, lease live", ptr(with(dead("running"), func(s *seed) { s.state, s.reason, s.tok, s.upd = idempotency.StateRunning, "", "t1", testNow })), false, false, 3},
 		{"succeeded", ptr(with(dead("ok"), func(s *seed) { s.state, s.reason = idempotency.StateSucceeded, "" })), false, false, 3},
@@ -67,8 +69,8 @@ func TestResetForRedrive(t *testing.T) {
 				t.Fatal(err)
 			}
 			if j.State != idempotency.StateRetrying || j.Runs != tc.wantRuns || j.Token != "" || !j.LeaseUntil.IsZero() ||
-				j.LastError != tc.seed.errText || j.Reason != tc.seed.reason || !j.UpdatedAt.Equal(testNow) {
-				t.Errorf("record after reset = %+v; want retrying, %d runs, no claim, error and reason kept", j, tc.wantRuns)
+				j.LastError != tc.seed.errText || j.Reason != "" || !j.UpdatedAt.Equal(testNow) {
+				t.Errorf("record after reset = %+v; want retrying, %d runs, no claim, no reason, the error kept", j, tc.wantRuns)
 			}
 			// Listed as retrying, no longer as dead.
 			if g, _ := getS(after, idempotency.AttrGSI1PK); g != idempotency.StatusPartition(idempotency.StateRetrying, pk, idempotency.DefaultShards) {

@@ -47,7 +47,7 @@ func (t *Table) ReserveQueued(ctx context.Context, j QueuedJob) (Job, bool, erro
 	pk := t.layout.ItemKey(j.Kind, j.Key, j.JobID)
 	for range maxReserveRounds {
 		now := t.now()
-		_, err := t.client.PutItem(ctx, &dynamodb.PutItemInput{
+		_, err := t.putItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(t.table),
 			Item:                                item,
 			ConditionExpression:                 aws.String(absentOrExpired),
@@ -136,7 +136,7 @@ func (t *Table) updateQueued(ctx context.Context, kind, key, jobID, ph, name str
 		names["#id"], values[":id"] = idempotency.AttrJobID, attrS(jobID)
 		cond += " AND #id = :id"
 	}
-	_, err := t.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(t.layout.ItemKey(kind, key, jobID))},
 		UpdateExpression:          aws.String("SET " + ph + " = :v"),

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -85,8 +86,10 @@ func jobFromItem(item map[string]types.AttributeValue, now time.Time) (Job, erro
 	if err != nil {
 		return Job{}, fmt.Errorf("status: %w", err)
 	}
-	if rec.Kind == "" || rec.State == "" {
-		pk, _ := getS(item, idempotency.AttrPK)
+	pk, _ := getS(item, idempotency.AttrPK)
+	// A record under a job's id may have no kind: a dead-lettered message that named a job id
+	// but no valid kind (idempotency.DeadMark).
+	if rec.Kind == "" && !strings.HasPrefix(pk, idempotency.IDKeyPrefix) || rec.State == "" {
 		return Job{}, fmt.Errorf("status: malformed item %q: no kind or state", pk)
 	}
 	j := Job{Record: rec, Expired: rec.Expired(now)}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -133,6 +134,22 @@ func New(cfg Config) (*Table, error) {
 		t.now = time.Now
 	}
 	return t, nil
+}
+
+// putItem runs a PutItem, sent again while a transaction conflict refuses it: the write changed
+// nothing, and the transaction holding the item (the transactional outbox writes queued records
+// in its transactions) is usually over within milliseconds. See internal/ddbretry.
+func (t *Table) putItem(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
+		return t.client.PutItem(ctx, in)
+	})
+}
+
+// updateItem runs an UpdateItem, sent again while a transaction conflict refuses it (putItem).
+func (t *Table) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return t.client.UpdateItem(ctx, in)
+	})
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

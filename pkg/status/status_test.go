@@ -197,6 +197,9 @@ func TestListShowsCurrentRecords(t *testing.T) {
 	}
 }
 
+// longPK is a partition key one byte longer than DynamoDB takes.
+var longPK = "email.send#" + strings.Repeat("k", 2049-len("email.send#"))
+
 func TestListRejectsBadQueries(t *testing.T) {
 	t.Parallel()
 	tbl, client, name := emulatorTable(t)
@@ -238,6 +241,10 @@ func TestListRejectsBadQueries(t *testing.T) {
 			Pos: []shardCursor{{I: (idempotency.Shard("email.send#k000", 16) + 1) % 16, PK: "email.send#k000"}}})}, "belongs to shard"},
 		{"token no position", tbl, ListQuery{State: idempotency.StateDead, PageToken: encodeToken(&pageToken{V: 1, State: "dead", Shards: 16,
 			Pos: []shardCursor{{I: 3}}})}, "shard 3 has no position"},
+		// A key in its right shard, but longer than DynamoDB's 2,048-byte partition keys: it would
+		// reach DynamoDB and come back as a ValidationException.
+		{"token key too long", tbl, ListQuery{State: idempotency.StateDead, PageToken: encodeToken(&pageToken{V: 1, State: "dead", Shards: 16,
+			Pos: []shardCursor{{I: idempotency.Shard(longPK, 16), PK: longPK}}})}, "key of 2049 bytes"},
 		{"token unknown field", tbl, ListQuery{State: idempotency.StateDead, PageToken: "eyJ2IjoxLCJ4IjoxfQ"}, "unknown field"},
 		{"token too long", tbl, ListQuery{State: idempotency.StateDead, PageToken: strings.Repeat("A", maxTokenLen+1)}, "bytes long"},
 	}

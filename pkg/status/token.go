@@ -32,6 +32,9 @@ type shardCursor struct {
 
 const (
 	tokenVersion = 1
+	// maxKeyBytes is DynamoDB's limit on a partition key: a position beyond it is no item's, and
+	// DynamoDB would answer the query with a ValidationException (a server error to the caller).
+	maxKeyBytes = 2048
 	// maxTokenLen bounds a page token: 16 shards of the longest keys DynamoDB allows fit well.
 	maxTokenLen = 256 << 10
 )
@@ -109,6 +112,8 @@ func decodeToken(s string, state idempotency.State, kind string, shards int) (*p
 			return nil, bad("shard %d is both done and positioned", c.I)
 		case !c.Done && c.PK == "":
 			return nil, bad("shard %d has no position", c.I)
+		case len(c.PK) > maxKeyBytes:
+			return nil, bad("shard %d: key of %d bytes, longer than any item's (at most %d)", c.I, len(c.PK), maxKeyBytes)
 		case !c.Done && idempotency.Shard(c.PK, shards) != c.I:
 			return nil, bad("shard %d: key %q belongs to shard %d", c.I, c.PK, idempotency.Shard(c.PK, shards))
 		case c.SK != nil && *c.SK < 0:

@@ -186,6 +186,7 @@ func (b *batch) prepareEnvelope(ctx context.Context, it *item, body string) {
 	env, err := jobs.ParseEnvelope(body)
 	if err != nil {
 		err = b.explainPointer(rec.Body, err)
+		it.info.ID, it.info.Kind, it.info.Key = salvageIdentity(body)
 		if b.h.cfg.MalformedHook != nil {
 			return // runs in the pool, like a job
 		}

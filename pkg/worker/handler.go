@@ -1,8 +1,3 @@
-// Package worker is the SQS batch handler: it runs the jobs of a Lambda SQS event (or a poller's
-// batch) with bounded concurrency, in order per FIFO message group, within the invocation's
-// deadline; it retries failures with backoff through the message's visibility, dead-letters
-// exhausted, cancelled, malformed and unknown-kind jobs with the reason, and reports partial
-// batch failures.
 package worker
 
 import (

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -165,4 +166,92 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Once builds a function's bootstrap, and the RIE, at most once per test binary: the tests of
+// a package share one build (linking a bootstrap takes seconds, and tens of them on a loaded
+// machine). Declare it as a package variable and call Remove from TestMain once the tests ran.
+type Once struct {
+	// Package is the package to build, as go build takes it. Defaults to ".".
+	Package string
+	// RIE builds the RIE too (Build's second result). Defaults to false.
+	RIE bool
+
+	once      sync.Once
+	dir       string
+	bootstrap string
+	rie       string
+	err       error
+}
+
+// buildFunc and buildRIEFunc are Build and BuildRIE; this package's tests replace them.
+var (
+	buildFunc    = Build
+	buildRIEFunc = BuildRIE
+)
+
+// deadliner is *testing.T's Deadline: the test binary's -timeout.
+type deadliner interface {
+	Deadline() (time.Time, bool)
+}
+
+// Build returns the paths of the bootstrap and (with RIE) the RIE, building them at the first
+// call. The builds get no deadline of their own: only the test binary's (-timeout, through
+// t.Deadline when t is a *testing.T), so that a build slowed down by a loaded machine is not
+// killed while the test still has time. A failed build fails every test that asks for it.
+func (o *Once) Build(t testing.TB) (bootstrap, rie string) {
+	t.Helper()
+	o.once.Do(func() {
+		ctx := context.Background()
+		if d, ok := t.(deadliner); ok {
+			if deadline, ok := d.Deadline(); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, deadline)
+				defer cancel()
+			}
+		}
+		o.err = o.build(ctx)
+	})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.bootstrap, o.rie
+}
+
+func (o *Once) build(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "rietest-")
+	if err != nil {
+		return err
+	}
+	o.dir = dir
+	pkg := o.Package
+	if pkg == "" {
+		pkg = "."
+	}
+	bootstrap := filepath.Join(dir, "bootstrap")
+	errs := make(chan error, 2)
+	go func() { errs <- buildFunc(ctx, pkg, bootstrap) }()
+	var rie string
+	if o.RIE {
+		go func() { var err error; rie, err = buildRIEFunc(ctx, dir); errs <- err }()
+	} else {
+		errs <- nil
+	}
+	err = errors.Join(<-errs, <-errs)
+	if err != nil && ctx.Err() != nil {
+		deadline, _ := ctx.Deadline()
+		err = fmt.Errorf("%w\n(the test binary's deadline, %s, passed during the build: raise go test -timeout)", err, deadline.Format(time.RFC3339))
+	}
+	if err != nil {
+		return err
+	}
+	o.bootstrap, o.rie = bootstrap, rie
+	return nil
+}
+
+// Remove deletes what Build built. Call it from TestMain after m.Run.
+func (o *Once) Remove() {
+	if o.dir != "" {
+		_ = os.RemoveAll(o.dir)
+	}
 }

@@ -5,12 +5,18 @@
   "use strict";
 
   var SVG = "http://www.w3.org/2000/svg";
-  var SERIES = [
-    ["succeeded", "succeeded"],
-    ["failed", "failed"],
-    ["retried", "retried"],
-    ["dead_lettered", "dead-lettered"]
-  ];
+  // The series charted, by what one count is: every job or attempt is in one of them, once (the
+  // "failed" series of the JSON is the sum of the last two, and not charted: it would count a
+  // job twice).
+  var SERIES = {
+    job: [["succeeded", "succeeded"], ["retried", "failed, retrying"], ["dead_lettered", "dead-lettered"]],
+    attempt: [["succeeded", "succeeded"], ["retried", "failed, retried"], ["dead_lettered", "failed, dead-lettered"]]
+  };
+
+  function counted(n, unit) {
+    var v = fmt(n);
+    return String(v) + " " + unit + (v === 1 ? "" : "s");
+  }
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -36,13 +42,13 @@
   }
 
   // chart draws one series as bars: one per bucket, scaled to the series' largest value.
-  function chart(name, label, values, start, step) {
+  function chart(name, label, values, start, step, unit) {
     var wrap = el("figure", "chart " + name);
     var w = 160, h = 40, n = values.length || 1, bw = w / n;
     var top = Math.max.apply(null, values.concat([0]));
     var svg = svgEl("svg", { viewBox: "0 0 " + w + " " + h, width: w, height: h, role: "img" });
     var title = svgEl("title", {});
-    title.textContent = label + ": " + fmt(sum(values));
+    title.textContent = label + ": " + counted(sum(values), unit);
     svg.appendChild(title);
     svg.appendChild(svgEl("line", { x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5, "class": "axis" }));
     values.forEach(function (v, i) {
@@ -50,13 +56,13 @@
       var bh = Math.max(1, (v / top) * (h - 2));
       var r = svgEl("rect", { x: i * bw + 0.5, y: h - bh, width: Math.max(1, bw - 1), height: bh, "class": "bar" });
       var t = svgEl("title", {});
-      t.textContent = new Date(start + i * step * 1000).toISOString().slice(0, 16).replace("T", " ") + "Z: " + fmt(v);
+      t.textContent = new Date(start + i * step * 1000).toISOString().slice(0, 16).replace("T", " ") + "Z: " + counted(v, unit);
       r.appendChild(t);
       svg.appendChild(r);
     });
     wrap.appendChild(svg);
-    var cap = el("figcaption", "", label + " ");
-    cap.appendChild(el("b", "total", String(fmt(sum(values)))));
+    var cap = el("figcaption", "", label + ": ");
+    cap.appendChild(el("b", "total", counted(sum(values), unit)));
     wrap.appendChild(cap);
     return wrap;
   }
@@ -65,23 +71,26 @@
     var box = document.getElementById("rates");
     if (!box) { return; }
     var start = Date.parse(doc.start);
+    var unit = doc.rates_unit === "attempt" ? "attempt" : "job";
     var frag = document.createDocumentFragment();
     (doc.kinds || []).forEach(function (k) {
       var row = el("div", "kind");
       row.appendChild(el("h3", "", k.kind));
       var charts = el("div", "charts");
-      SERIES.forEach(function (s) { charts.appendChild(chart(s[0], s[1], k[s[0]] || [], start, doc.step_seconds)); });
+      SERIES[unit].forEach(function (s) { charts.appendChild(chart(s[0], s[1], k[s[0]] || [], start, doc.step_seconds, unit)); });
       row.appendChild(charts);
       frag.appendChild(row);
     });
     while (box.firstChild) { box.removeChild(box.firstChild); }
     box.appendChild(frag);
     var empty = document.getElementById("rates-empty");
-    if (empty) { empty.hidden = (doc.kinds || []).length > 0; }
+    if (empty) { empty.hidden = (doc.kinds || []).length > 0 || !!doc.rates_error || !!doc.unreachable; }
     var err = document.getElementById("rates-error");
     if (err) { err.textContent = doc.rates_error || ""; err.hidden = !doc.rates_error; }
     var src = document.getElementById("rates-source");
     if (src) { src.textContent = doc.rates_source || ""; }
+    var meta = document.getElementById("rates-meta");
+    if (meta) { meta.hidden = !!doc.unreachable || !doc.rates_source; }
   }
 
   function drawQueues(doc) {
@@ -98,7 +107,9 @@
       if (prob) { prob.textContent = q.error || ""; }
     });
     var gen = document.getElementById("generated");
-    if (gen) { gen.textContent = doc.generated_at; }
+    if (gen) { gen.textContent = "just now"; gen.setAttribute("datetime", doc.generated_at); gen.title = doc.generated_at; }
+    var down = document.getElementById("unreachable");
+    if (down) { down.textContent = doc.unreachable || ""; down.hidden = !doc.unreachable; }
   }
 
   function overview() {
@@ -106,7 +117,6 @@
     if (!cfg) { return; }
     var api = cfg.getAttribute("data-api");
     var ms = parseInt(cfg.getAttribute("data-ms"), 10) || 5000;
-    cfg.textContent = String(ms);
     function tick() {
       fetch(api, { credentials: "same-origin", headers: { "Accept": "application/json" } })
         .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })

@@ -177,6 +177,7 @@ func checkRecord(t *testing.T, what string, got, want idempotency.Record) {
 	str("PayloadHash", got.PayloadHash, want.PayloadHash)
 	str("LastError", got.LastError, want.LastError)
 	str("Reason", got.Reason, want.Reason)
+	str("DeadMessageID", got.DeadMessageID, want.DeadMessageID)
 	tm("FirstAttemptAt", got.FirstAttemptAt, want.FirstAttemptAt)
 	tm("LastAttemptAt", got.LastAttemptAt, want.LastAttemptAt)
 	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
@@ -415,8 +416,10 @@ func claimByState(t *testing.T, e *env) {
 				checkRecord(t, "Get after refused claim (want unchanged)", e.get(key), before)
 				return
 			}
+			// A claim clears what only a dead record says (its reason, the dead-lettered message):
+			// a dead job claimed again (redriven) is no longer dead. Its last error stays.
 			want := claimed(r)
-			want.Runs, want.FirstAttemptAt, want.LastError, want.Reason = tt.runs, tt.firstAt, tt.lastError, before.Reason
+			want.Runs, want.FirstAttemptAt, want.LastError = tt.runs, tt.firstAt, tt.lastError
 			checkRecord(t, "claim result", res.Record, want)
 			checkRecord(t, "Get after claim", e.get(key), want)
 		})
@@ -714,8 +717,9 @@ func markDead(t *testing.T, e *env) {
 		{"succeeded", finished(idempotency.StateSucceeded), "job-P", hash1, false},
 		{"cancelled", finished(idempotency.StateCancelled), "job-P", hash1, false},
 		{"dead", finished(idempotency.StateDead), "job-P", hash1, false},
-		{"expired", expired, "job-P", hash1, false},
-		{"no-record", func(*env, string) {}, "job-P", hash1, false},
+		{"expired", expired, "job-P", hash1, true},
+		{"no-record", func(*env, string) {}, "job-P", hash1, true},
+		{"no-record/hash-only", func(*env, string) {}, "", hash1, true},
 	}
 	now := t0.Add(time.Minute)
 	for _, tt := range tests {
@@ -732,18 +736,20 @@ func markDead(t *testing.T, e *env) {
 				t.Fatalf("MarkDead = %v, %v; want %v", marked, err, tt.wantMarked)
 			}
 			after, err := e.s.Get(e.ctx, kind, key)
+			if err != nil {
+				t.Fatalf("Get after MarkDead: %v", err)
+			}
 			if !tt.wantMarked {
-				if errors.Is(getErr, idempotency.ErrNotFound) {
-					if !errors.Is(err, idempotency.ErrNotFound) {
-						t.Errorf("MarkDead without a record wrote one: %+v, %v", after, err)
-					}
-					return
-				}
 				checkRecord(t, "Get after a refused MarkDead (want unchanged)", after, before)
 				return
 			}
 			want := before
-			want.State, want.Reason, want.LastError = idempotency.StateDead, mark.Reason, mark.Error
+			if errors.Is(getErr, idempotency.ErrNotFound) || before.Expired(now) {
+				// No record (or only an expired one): a new one, dead, never run.
+				want = idempotency.Record{Kind: kind, Key: key, JobID: tt.jobID, PayloadHash: tt.hash}
+				before = want
+			}
+			want.State, want.Reason, want.LastError, want.DeadMessageID = idempotency.StateDead, mark.Reason, mark.Error, mark.MessageID
 			want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, now, mark.ExpiresAt
 			checkRecord(t, "Get after MarkDead", after, want)
 			// Like a dead record its run made: the dead-lettered message itself is refused, a

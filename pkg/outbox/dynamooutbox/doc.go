@@ -4,6 +4,14 @@
 // the job id fixed at enqueue, so the worker's idempotency runs it once. docs/OUTBOX.md
 // ("DynamoDB") has the design, the costs and the operations.
 //
+//	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: dynamodb.NewFromConfig(cfg), Table: "myapp-outbox"})
+//	…
+//	job, err := ob.Prepare(ctx, prod, WelcomeEmail{To: "ada@example.com"}, producer.WithKey("welcome-42"))
+//	…
+//	_, err = ob.Transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+//		putUser, // your business writes, with their conditions
+//	}}, job) // both, or neither; a *TransactionError says which condition failed
+//
 // # Enqueue
 //
 // [Outbox.Prepare] validates a job with the producer of its queue and returns a [Job]: the

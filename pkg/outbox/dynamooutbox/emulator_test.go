@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/ddbstream"
@@ -70,11 +71,11 @@ func newEnv(t *testing.T, fifo bool, cfg dynamooutbox.Config) *env {
 		t.Fatal(err)
 	}
 	e.orders = name + "-orders"
-	if _, err := e.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	if _, err := ddbtable.Create(ctx, e.ddb, &dynamodb.CreateTableInput{
 		TableName: aws.String(e.orders), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
+	}, ddbtable.Wait{}); err != nil {
 		t.Fatal(err)
 	}
 	if e.status, err = status.New(status.Config{Client: e.ddb, Table: e.jobs}); err != nil {

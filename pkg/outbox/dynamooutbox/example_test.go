@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -51,6 +52,11 @@ func ExampleOutbox_Transact() {
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("email"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("email"), KeyType: types.KeyTypeHash}},
 	}); err != nil {
+		log.Fatal(err)
+	}
+	// DynamoDB creates a table in state CREATING: wait until it is ACTIVE before writing to it.
+	if err := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = time.Second }).
+		Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(users)}, 5*time.Minute); err != nil {
 		log.Fatal(err)
 	}
 

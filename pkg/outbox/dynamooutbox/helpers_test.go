@@ -22,11 +22,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func newTable(t testing.TB, ddb *dynamodb.Client) string {
 	t.Helper()
 	name := awslocal.UniqueName("outbox")
-	if _, err := ddb.CreateTable(context.Background(), dynamooutbox.TableInput(name)); err != nil {
+	if _, err := dynamooutbox.CreateTable(context.Background(), ddb, name); err != nil {
 		t.Fatalf("create table: %v", err)
-	}
-	if err := dynamooutbox.EnableTTL(context.Background(), ddb, name); err != nil {
-		t.Fatal(err)
 	}
 	return name
 }

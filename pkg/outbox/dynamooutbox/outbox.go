@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
@@ -246,6 +247,15 @@ func (o *Outbox) CheckTransaction(actions []types.TransactWriteItem) error {
 // are written, or none, and no job is enqueued. The limits are checked first
 // (CheckTransaction). When DynamoDB cancels the transaction, the error is a *TransactionError
 // that says which action failed and why.
+//
+// A transaction that DynamoDB cancelled only because another transaction or write held one of
+// its items (TransactionConflict) or because of throttling (ThrottlingError,
+// ProvisionedThroughputExceeded) wrote nothing, so Transact sends the same request again, at most
+// 6 times in all with a jittered backoff (at most 775 ms of waits): two enqueues of one job key
+// at once, whose transactions both write the key's queued record, both commit. Every condition,
+// yours included, is evaluated again by each request; a cancellation with any other reason (a
+// refused condition above all) is returned at once. A request whose outcome is unknown (a
+// timeout, a network error) is the SDK's to retry, with the same ClientRequestToken.
 func (o *Outbox) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput, jobs ...Job) (*dynamodb.TransactWriteItemsOutput, error) {
 	tx := &dynamodb.TransactWriteItemsInput{}
 	if in != nil {
@@ -262,11 +272,22 @@ func (o *Outbox) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsIn
 	if err := o.CheckTransaction(tx.TransactItems); err != nil {
 		return nil, fmt.Errorf("dynamooutbox: %w", err)
 	}
-	out, err := o.cfg.Client.TransactWriteItems(ctx, tx, keepConnection)
+	// A transaction cancelled only by conflicts or throttling wrote nothing: it is sent again,
+	// unchanged (internal/ddbretry). Each request carries the caller's ClientRequestToken, or
+	// none, so that the SDK draws a fresh one: the token of a cancelled request never committed.
+	token := tx.ClientRequestToken
+	sent := 0
+	out, err := ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
+		sent++
+		tx.ClientRequestToken = token
+		return o.cfg.Client.TransactWriteItems(ctx, tx, keepConnection)
+	})
 	if err != nil {
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
-			return nil, newTransactionError(err, tce.CancellationReasons, tx.TransactItems, business, jobs)
+			te := newTransactionError(err, tce.CancellationReasons, tx.TransactItems, business, jobs)
+			te.Attempts = sent
+			return nil, te
 		}
 		return nil, fmt.Errorf("dynamooutbox: TransactWriteItems of %d actions (%d jobs): %w", len(tx.TransactItems), len(jobs), err)
 	}
@@ -283,6 +304,9 @@ type TransactionError struct {
 	Actions []string
 	// Business is how many of the actions were the caller's own (the first ones).
 	Business int
+	// Attempts is how many times Transact sent the transaction: more than 1 when conflicts or
+	// throttling cancelled the earlier ones.
+	Attempts int
 	err      error
 }
 
@@ -337,10 +361,14 @@ func (e *TransactionError) Error() string {
 		}
 		parts = append(parts, p)
 	}
-	if len(parts) == 0 {
-		return "dynamooutbox: transaction cancelled (" + e.err.Error() + "); nothing was written and no job was enqueued"
+	sent := ""
+	if e.Attempts > 1 {
+		sent = fmt.Sprintf(" (sent %d times)", e.Attempts)
 	}
-	return "dynamooutbox: transaction cancelled: " + strings.Join(parts, "; ") + "; nothing was written and no job was enqueued"
+	if len(parts) == 0 {
+		return "dynamooutbox: transaction cancelled" + sent + " (" + e.err.Error() + "); nothing was written and no job was enqueued"
+	}
+	return "dynamooutbox: transaction cancelled" + sent + ": " + strings.Join(parts, "; ") + "; nothing was written and no job was enqueued"
 }
 
 // Unwrap returns the SDK's error (a *types.TransactionCanceledException).

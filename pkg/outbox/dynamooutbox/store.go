@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
@@ -89,7 +90,14 @@ type candidate struct {
 // whose relay state is unreadable (available_at, created_at, attempts or locked_until not an
 // integer: other code wrote it) is not returned: one conditional write makes it dead at once,
 // with the reason as its last error, so it is listed and alarmed on and holds nothing up.
+//
+// Every entry's lease ends at c.Until, counted from c.Now, before the claim's first write: the
+// claim's own time is spent from it. So a claim stops taking entries once a quarter of the lease
+// (c.Until − c.Now) has passed since it began, and returns what it has: on a slow table a claim of
+// many entries would otherwise spend its first entries' lease before the relay sends them (the
+// relay checks what is left, outbox.RelayConfig.Lease, and would only release them).
 func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, error) {
+	started := time.Now()
 	if c.Owner == "" || c.Max <= 0 || !c.Until.After(c.Now) {
 		return nil, fmt.Errorf("%w: claim needs an owner, a positive Max and Until after Now", outbox.ErrInvalid)
 	}
@@ -97,7 +105,7 @@ func (o *Outbox) Claim(ctx context.Context, c outbox.Claim) ([]outbox.Entry, err
 	if err != nil {
 		return nil, err
 	}
-	entries, failures := o.claimCandidates(ctx, c, cands, modeSweep, c.Max)
+	entries, failures := o.claimCandidates(ctx, c, started, cands, modeSweep, c.Max)
 	if len(failures) > 0 {
 		var errs []error
 		for _, err := range failures {
@@ -195,7 +203,10 @@ type attempt struct {
 // refused claim drops the rest of that group (an item made dead instead does not: the group goes
 // on behind it). failures maps the partition key of each item (or FIFO group) whose read or
 // claim failed (not a refused condition) to the error.
-func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []candidate, mode claimMode, perGroup int) (entries []outbox.Entry, failures map[string]error) {
+//
+// started is when the claim began (c.Now, on the monotonic clock): no attempt starts once a
+// quarter of the lease has passed since.
+func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, started time.Time, cands []candidate, mode claimMode, perGroup int) (entries []outbox.Entry, failures map[string]error) {
 	// FIFO candidates stand for their group: read each group once, in order, from its head.
 	type group struct {
 		pk      string
@@ -241,8 +252,12 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 	}
 	sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].ord < attempts[j].ord })
 
+	// A claim that has taken a quarter of the lease stops: the entries it claimed first must still
+	// be held, by more than half the lease, when the relay sends them after the claim returns.
+	stopAt := started.Add(c.Until.Sub(c.Now) / 4)
+	late := func() bool { return time.Now().After(stopAt) }
 	next := 0
-	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil {
+	for len(claimed) < c.Max && next < len(attempts) && ctx.Err() == nil && !late() {
 		// The next round: as many live attempts as are still wanted, grouped into units that run
 		// in parallel (a standard job, or the round's attempts of one group, in order).
 		want := c.Max - len(claimed)
@@ -268,6 +283,9 @@ func (o *Outbox) claimCandidates(ctx context.Context, c outbox.Claim, cands []ca
 		}
 		o.parallel(ctx, len(units), func(ctx context.Context, u int) error {
 			for _, a := range units[u] {
+				if late() {
+					return nil // left for the next pass, and the rest of its group with it
+				}
 				var e outbox.Entry
 				var res claimResult
 				var err error
@@ -383,7 +401,7 @@ func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claim
 		cond = claimStream
 		used = append(used, "#ca")
 	}
-	out, err := o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #at = #at + :one, #lb = :owner, #lu = :until"),
@@ -394,7 +412,7 @@ func (o *Outbox) claimOne(ctx context.Context, k key, c outbox.Claim, mode claim
 			":one": attrN(1), ":owner": attrS(c.Owner), ":until": attrN(c.Until.UnixMilli()), ":ntype": attrS("N"),
 		},
 		ReturnValues: types.ReturnValueAllNew,
-	}, keepConnection)
+	})
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
@@ -456,14 +474,14 @@ func (o *Outbox) kill(ctx context.Context, k key, item map[string]types.Attribut
 	} else {
 		values[":now"], values[":ntype"] = attrN(c.Now.UnixMilli()), attrS("N")
 	}
-	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(o.cfg.Table),
 		Key:                       k.av(),
 		UpdateExpression:          aws.String("SET #st = :dead, #le = :err, #gpk = :dgpk REMOVE #lb, #lu"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  pick(names, used...),
 		ExpressionAttributeValues: values,
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
@@ -569,10 +587,10 @@ func (o *Outbox) completeOne(ctx context.Context, ref claimRef, owner string, oc
 	}
 	var err error
 	if oc.Sent && o.cfg.KeepSent == 0 {
-		_, err = o.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err = o.deleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(o.cfg.Table), Key: k.av(), ConditionExpression: aws.String(guard),
 			ExpressionAttributeNames: pick(names, "#st", "#lb", "#at"), ExpressionAttributeValues: values,
-		}, keepConnection)
+		})
 	} else {
 		var update string
 		used := []string{"#st", "#lb", "#at", "#lu"}
@@ -610,11 +628,11 @@ func (o *Outbox) completeOne(ctx context.Context, ref claimRef, owner string, oc
 			values[":err"] = attrS(oc.Error)
 			used = append(used, "#av", "#le")
 		}
-		_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(o.cfg.Table), Key: k.av(), UpdateExpression: aws.String(update),
 			ConditionExpression: aws.String(guard), ExpressionAttributeNames: pick(names, used...),
 			ExpressionAttributeValues: values,
-		}, keepConnection)
+		})
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -670,7 +688,7 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 		return err
 	}
 	now := o.cfg.Now()
-	_, err = o.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = o.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(o.cfg.Table),
 		Key:                      k.av(),
 		UpdateExpression:         aws.String("SET #st = :pending, #at = :zero, #av = :now, #gpk = :pgpk REMOVE #lb, #lu"),
@@ -681,7 +699,7 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 			":pgpk": attrS(statePartition(string(outbox.StatePending), shard(id))), ":sent": attrS(string(outbox.StateSent)),
 			":ntype": attrS("N"),
 		},
-	}, keepConnection)
+	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		// Gone or sent, or claimed: read it to say which.
@@ -821,9 +839,13 @@ func (o *Outbox) List(ctx context.Context, q outbox.ListQuery) (outbox.Page, err
 	return p, nil
 }
 
+// maxSortKeyBytes is DynamoDB's limit on a sort key (ord is by_state's): a longer page token is
+// no entry's, and DynamoDB would answer the query with a ValidationException.
+const maxSortKeyBytes = 1024
+
 // validOrd reports whether s has the shape of a commit-order key.
 func validOrd(s string) bool {
-	if len(s) < 21 || s[19] != '#' {
+	if len(s) < 21 || len(s) > maxSortKeyBytes || s[19] != '#' {
 		return false
 	}
 	_, err := strconv.ParseUint(s[:19], 10, 64)
@@ -902,6 +924,21 @@ func pick(all map[string]string, placeholders ...string) map[string]string {
 		out[p] = all[p]
 	}
 	return out
+}
+
+// updateItem runs an UpdateItem, sent again while a transaction conflict refuses it: the write
+// changed nothing (internal/ddbretry).
+func (o *Outbox) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+		return o.cfg.Client.UpdateItem(ctx, in, keepConnection)
+	})
+}
+
+// deleteItem runs a DeleteItem, sent again while a transaction conflict refuses it (updateItem).
+func (o *Outbox) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+	return ddbretry.Call(ctx, ddbretry.Policy{}, func(ctx context.Context) (*dynamodb.DeleteItemOutput, error) {
+		return o.cfg.Client.DeleteItem(ctx, in, keepConnection)
+	})
 }
 
 // keepConnection is passed with every DynamoDB call: without it the SDK may lose a response

@@ -29,8 +29,9 @@ type StreamRelayConfig struct {
 	// Relay sends what the stream relay claimed (Relay.Publish) and writes the outcomes back;
 	// its ID is the claims' owner. Build it on the same Outbox. Required.
 	Relay *outbox.Relay
-	// Lease is how long a claim lasts (the relay's lease: a crash leaves the jobs to the sweeper
-	// once it ended). Defaults to outbox.DefaultLease (30 s).
+	// Lease is how long a claim lasts (a crash leaves the jobs to the sweeper once it ended).
+	// Relay sends a claimed job only while at least half of its own lease (RelayConfig.Lease) is
+	// left, so keep the two equal. Defaults to Relay.Lease().
 	Lease time.Duration
 	// MaxPerGroup bounds the jobs of one FIFO group claimed for one batch (from the group's
 	// oldest unsent job on, whatever records the batch has of it). Defaults to 100.
@@ -72,7 +73,7 @@ func NewStreamRelay(cfg StreamRelayConfig) (*StreamRelay, error) {
 		return nil, fmt.Errorf("%w: StreamRelayConfig.Lease and MaxPerGroup must not be negative", outbox.ErrInvalid)
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = outbox.DefaultLease
+		cfg.Lease = cfg.Relay.Lease()
 	}
 	if cfg.MaxPerGroup == 0 {
 		cfg.MaxPerGroup = DefaultMaxPerGroup
@@ -91,6 +92,7 @@ func NewStreamRelay(cfg StreamRelayConfig) (*StreamRelay, error) {
 // not be judged at all.
 func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
+	started := time.Now()
 	now := s.cfg.Now()
 	claim := outbox.Claim{Owner: s.cfg.Relay.ID(), Now: now, Until: now.Add(s.cfg.Lease)}
 	var cands []candidate
@@ -128,7 +130,7 @@ func (s *StreamRelay) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEven
 	if len(cands) == 0 {
 		return resp, nil
 	}
-	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, cands, modeStream, s.cfg.MaxPerGroup)
+	entries, failures := s.cfg.Outbox.claimCandidates(ctx, claim, started, cands, modeStream, s.cfg.MaxPerGroup)
 	for pk, err := range failures {
 		s.cfg.Logger.WarnContext(ctx, "outbox stream relay: claim failed; the record is retried", "pk", pk, "error", err)
 		for _, seq := range seqOf[pk] {

@@ -2,7 +2,6 @@ package dynamooutbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -129,21 +129,17 @@ type TableAPI interface {
 	idempotency.TTLAPI
 }
 
-// CreateTable creates (or finds) an outbox table named name (TableInput) and enables its TTL,
-// for local runs and tests (the CDK stack declares the same table). It returns the table's
-// stream ARN.
+// CreateTable creates (or finds) an outbox table named name (TableInput), waits until the table
+// and its indexes are ACTIVE (DynamoDB creates a table in state CREATING and refuses writes and
+// UpdateTimeToLive until then), and enables its TTL, for local runs and tests (the CDK stack
+// declares the same table). It returns the table's stream ARN.
 func CreateTable(ctx context.Context, client TableAPI, name string) (streamARN string, err error) {
-	_, err = client.CreateTable(ctx, TableInput(name), keepConnection)
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return "", fmt.Errorf("dynamooutbox: create table %s: %w", name, err)
+	desc, err := ddbtable.Create(ctx, client, TableInput(name), ddbtable.Wait{}, keepConnection)
+	if err != nil {
+		return "", fmt.Errorf("dynamooutbox: %w", err)
 	}
 	if err := EnableTTL(ctx, client, name); err != nil {
 		return "", err
 	}
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, keepConnection)
-	if err != nil {
-		return "", fmt.Errorf("dynamooutbox: describe table %s: %w", name, err)
-	}
-	return aws.ToString(out.Table.LatestStreamArn), nil
+	return aws.ToString(desc.LatestStreamArn), nil
 }

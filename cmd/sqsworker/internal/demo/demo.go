@@ -243,7 +243,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		r.Runs = effects.Runs(r.Kind, r.Key)
 		job, err := st.Get(ctx, r.Kind, r.Key)
 		switch {
-		case errors.Is(err, status.ErrNotFound): // an unknown kind never reaches the store
+		case errors.Is(err, status.ErrNotFound): // a message that named no job (a body that is no envelope)
 		case err != nil:
 			return nil, err
 		default:

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/examples/examplejobs"
+	"github.com/sqsworker/sqsworker/internal/ddbtable"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
@@ -63,12 +64,12 @@ func orders(ctx context.Context, w io.Writer, b *awslocal.Backend, stack *awsloc
 		return nil, nil, nil, err
 	}
 	rep := &OutboxReport{Table: table, Orders: stack.Name + "-orders"}
-	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	if _, err := ddbtable.Create(ctx, ddb, &dynamodb.CreateTableInput{
 		TableName: aws.String(rep.Orders), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		return nil, nil, nil, fmt.Errorf("demo: create the orders table: %w", err)
+	}, ddbtable.Wait{}); err != nil {
+		return nil, nil, nil, fmt.Errorf("demo: the orders table: %w", err)
 	}
 	if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(rep.Orders), Item: map[string]types.AttributeValue{
 		"id": &types.AttributeValueMemberS{Value: stockItem}, "count": &types.AttributeValueMemberN{Value: "1"},

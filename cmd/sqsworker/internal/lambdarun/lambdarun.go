@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,13 +112,21 @@ type Pool struct {
 	closedCh chan struct{}
 }
 
-// instance is one RIE process (and the bootstrap it starts on its first invoke).
+// instance is one RIE process (and the bootstrap it starts on its first invoke, in a process
+// group of its own).
 type instance struct {
 	url  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // the exit error, once done is closed
+	// stopping is set once the pool has begun to stop the RIE: the reset that the RIE then logs
+	// as a warning is the pool's doing, not news.
+	stopping atomic.Bool
 }
+
+// stopWarning is what the RIE logs, as a warning, when it is told to stop (SIGTERM) and resets
+// the sandbox: expected when the pool stops it, so not passed on then.
+var stopWarning = []byte("Reset initiated: SandboxTerminated")
 
 // Start starts n RIE+bootstrap pairs, each on its own free 127.0.0.1 ports, and waits until each
 // listens. The processes are not tied to ctx (which bounds only the start): stop them with Close.
@@ -205,11 +214,15 @@ func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
 		"--log-level", p.fn.LogLevel,
 		p.fn.Bootstrap)
 	cmd.Env = p.env
+	in := &instance{url: "http://" + emu + invokePath, cmd: cmd, done: make(chan struct{})}
 	// One line buffer per stream: the instances (and each one's stdout and stderr) share Output,
 	// so a partial line must not be written until its end arrives, or lines would splice.
-	stdout, stderr := &lineWriter{w: p.fn.Output}, &lineWriter{w: p.fn.Output}
+	stdout, stderr := &lineWriter{w: p.fn.Output, stopping: &in.stopping}, &lineWriter{w: p.fn.Output, stopping: &in.stopping}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the bootstrap joins the group: stop both
+	// A process group of its own: a Ctrl-C at the terminal (SIGINT to the foreground group)
+	// reaches only the program, which stops the RIE itself, after the batches in flight. The RIE
+	// starts the bootstrap in a group of the bootstrap's own: stop handles both.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
 	p.mu.Lock()
 	if p.closed {
@@ -220,7 +233,6 @@ func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("lambdarun: start %s: %w", p.fn.RIE, err)
 	}
-	in := &instance{url: "http://" + emu + invokePath, cmd: cmd, done: make(chan struct{})}
 	p.all = append(p.all, in)
 	p.mu.Unlock()
 	go func() {
@@ -363,33 +375,43 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// stop ends one RIE and its bootstrap.
+// stop ends one RIE and its bootstrap, and returns once the RIE has been reaped. SIGTERM to the
+// RIE's process group makes the RIE terminate the bootstrap (SIGTERM to the bootstrap's group,
+// SIGKILL after a grace period) and exit; after StopTimeout the RIE's group is killed. The RIE
+// starts the bootstrap in a process group of its own, which a killed RIE leaves behind: the
+// groups of the RIE's children, found before the signal, are killed too once the RIE is gone,
+// each only if its leader is still the same process.
 func (p *Pool) stop(in *instance) {
+	in.stopping.Store(true)
 	pgid := in.cmd.Process.Pid
+	var kids []process
 	select {
 	case <-in.done:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL) // a bootstrap left behind
-		return
+		// Exited by itself: its children are no longer found by their parent.
 	default:
+		kids = childProcesses(pgid)
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(p.fn.StopTimeout)
+		select {
+		case <-in.done:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(p.fn.StopTimeout)
-	defer t.Stop()
-	select {
-	case <-in.done:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	case <-t.C:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-in.done
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever is left in the RIE's group
+	<-in.done
+	for _, k := range kids {
+		k.killGroup()
 	}
 }
 
-// syncWriter serialises writes from the processes' output copiers.
 // lineWriter passes what one process writes on one stream to w a whole line at a time (w is
-// shared by every process of the pool); flush writes a last line that had no newline.
+// shared by every process of the pool); flush writes a last line that had no newline. Once
+// stopping (when set) is true, it leaves out the RIE's stopWarning, which the pool then causes.
 type lineWriter struct {
-	w   io.Writer
-	buf []byte
+	w        io.Writer
+	stopping *atomic.Bool
+	buf      []byte
 }
 
 func (l *lineWriter) Write(b []byte) (int, error) {
@@ -399,18 +421,43 @@ func (l *lineWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	// Complete lines go out together; what follows the last newline waits for its end.
-	_, err := l.w.Write(l.buf[:end+1])
+	err := l.emit(l.buf[:end+1])
 	l.buf = append(l.buf[:0], l.buf[end+1:]...)
 	return len(b), err
 }
 
+// emit writes lines (whole lines) in one Write, without the stop warning once stopping.
+func (l *lineWriter) emit(lines []byte) error {
+	if l.stopping == nil || !l.stopping.Load() || !bytes.Contains(lines, stopWarning) {
+		_, err := l.w.Write(lines)
+		return err
+	}
+	var kept []byte
+	for rest := lines; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n') + 1
+		if i == 0 {
+			i = len(rest)
+		}
+		if line := rest[:i]; !bytes.Contains(line, stopWarning) {
+			kept = append(kept, line...)
+		}
+		rest = rest[i:]
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	_, err := l.w.Write(kept)
+	return err
+}
+
 func (l *lineWriter) flush() {
 	if len(l.buf) > 0 {
-		_, _ = l.w.Write(append(l.buf, '\n'))
+		_ = l.emit(append(l.buf, '\n'))
 		l.buf = nil
 	}
 }
 
+// syncWriter serialises writes from the processes' output copiers.
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -86,15 +88,35 @@ func TestPool(t *testing.T) {
 		t.Fatalf("HandleSQS(ok) = %+v, %v", resp, err)
 	}
 
+	// Every RIE has started its bootstrap (each in a process group of its own) by now.
+	var boots []process
+	for _, pid := range pids {
+		boots = append(boots, childProcesses(pid)...)
+	}
+	if len(boots) != len(pids) && runtime.GOOS == "linux" {
+		t.Errorf("found %d bootstraps under %d RIEs", len(boots), len(pids))
+	}
+
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		// The group is gone: no RIE, no bootstrap.
+		// The group is gone: no RIE.
 		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process group %d still alive after Close: %v", pid, err)
 		}
 	}
+	for _, b := range boots {
+		if !gone(b.pid) {
+			t.Errorf("bootstrap %d still alive after Close", b.pid)
+		}
+	}
+	// The RIE's warning about the reset that Close caused is not passed on.
+	outMu.Lock()
+	if strings.Contains(out.String(), "SandboxTerminated") {
+		t.Errorf("output has the RIE's stop warning, which the pool caused:\n%s", out.String())
+	}
+	outMu.Unlock()
 	if _, err := p.Invoke(ctx, []byte("{}")); err == nil {
 		t.Error("Invoke after Close succeeded")
 	}
@@ -176,6 +198,99 @@ func TestLineWriterPassesWholeLines(t *testing.T) {
 	b.flush()
 	b.flush() // a second flush writes nothing
 	want := []string{"alpha one\n", "bravo one\n", "alpha two\nalpha three\n", "alpha fo\n", "bravo two\n"}
+	if !slices.Equal(out.writes, want) {
+		t.Fatalf("writes = %q, want %q", out.writes, want)
+	}
+}
+
+// gone waits up to 10 s for pid to die (SIGKILL is delivered asynchronously) and reports whether it did.
+func gone(pid int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// alive reports whether pid is a live process (a zombie, killed but not yet reaped by whoever
+// adopted it, is not).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return runtime.GOOS != "linux"
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || !strings.HasPrefix(string(b[i+1:]), " Z")
+}
+
+// TestCloseKillsWhatAStubbornRIELeaves: an RIE that ignores SIGTERM is killed after StopTimeout,
+// and the child it started in a process group of its own (as the RIE starts the bootstrap) is
+// killed with it, not left running under init.
+func TestCloseKillsWhatAStubbornRIELeaves(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the RIE's children are found under /proc")
+	}
+	t.Parallel()
+	rie := filepath.Join(t.TempDir(), "stubbornrie")
+	if b, err := exec.Command("go", "build", "-o", rie, "./testdata/stubbornrie").CombinedOutput(); err != nil {
+		t.Fatalf("build stubbornrie: %v\n%s", err, b)
+	}
+	var out strings.Builder
+	var outMu sync.Mutex
+	p, err := Start(context.Background(), Function{Bootstrap: rie, RIE: rie, StopTimeout: 500 * time.Millisecond,
+		Output: writerFunc(func(b []byte) (int, error) { outMu.Lock(); defer outMu.Unlock(); return out.Write(b) })}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	riePid := p.all[0].cmd.Process.Pid
+	p.mu.Unlock()
+	var child int
+	deadline := time.Now().Add(30 * time.Second)
+	for child == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stub did not start its child")
+		}
+		if kids := childProcesses(riePid); len(kids) == 1 {
+			child = kids[0].pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pgid, err := syscall.Getpgid(child); err != nil || pgid != child {
+		t.Fatalf("the child's process group = %d, %v; want its own (%d)", pgid, err, child)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !gone(riePid) {
+		t.Errorf("the RIE %d is alive after Close", riePid)
+	}
+	if !gone(child) {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+		t.Errorf("the RIE's child %d is alive after Close: %s", child, st)
+		_ = syscall.Kill(-child, syscall.SIGKILL)
+	}
+}
+
+// TestLineWriterDropsTheStopWarningOnlyWhenStopping: the RIE's SandboxTerminated warning is left
+// out once the pool stops the RIE (it caused it), and passed on otherwise (someone else did).
+func TestLineWriterDropsTheStopWarningOnlyWhenStopping(t *testing.T) {
+	t.Parallel()
+	const warning = "02 Dec 2026 04:22:56,602 [WARNING] (rapid) Reset initiated: SandboxTerminated\n"
+	var stopping atomic.Bool
+	out := &writeLog{}
+	w := &lineWriter{w: out, stopping: &stopping}
+	_, _ = w.Write([]byte("before\n" + warning))
+	stopping.Store(true)
+	_, _ = w.Write([]byte("a line\n" + warning + "after\n"))
+	_, _ = w.Write([]byte(warning))
+	_, _ = w.Write([]byte("last, no newline"))
+	w.flush()
+	want := []string{"before\n" + warning, "a line\nafter\n", "last, no newline\n"}
 	if !slices.Equal(out.writes, want) {
 		t.Fatalf("writes = %q, want %q", out.writes, want)
 	}

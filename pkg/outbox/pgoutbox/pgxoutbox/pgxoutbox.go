@@ -1,7 +1,3 @@
-// Package pgxoutbox connects the PostgreSQL outbox (pkg/outbox/pgoutbox, which imports no
-// driver) to pgx v5: Tx adapts a pgx transaction for EnqueueTx, Listener turns EnqueueTx's
-// notifications into the relay's Wake (LISTEN on a dedicated connection), and RunRelay runs a
-// relay with both, or polling only behind a pooler in transaction mode.
 package pgxoutbox
 
 import (
