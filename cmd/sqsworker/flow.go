@@ -282,7 +282,6 @@ func flowText(flag, s string, max int) error {
 	return nil
 }
 
-
 func newLimitsCmd(g *globals) *cobra.Command {
 	var typ, name string
 	var max int
