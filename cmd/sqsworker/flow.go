@@ -52,8 +52,7 @@ nothing while it waits; prefer it to pausing a kind that has a large backlog.
 
 See docs/FLOW.md.`,
 		Example: `  sqsworker pause email.send --note "provider outage" --stack myapp
-  sqsworker pause --queue myapp-jobs --stack myapp
-  sqsworker limits --stack myapp          # what is paused, and the limits' holders`,
+  sqsworker pause --queue myapp-jobs --stack myapp`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPause(cmd, g, o, args, true) },
 	}

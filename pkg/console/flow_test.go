@@ -166,7 +166,8 @@ func TestBrowserFlowPage(t *testing.T) {
 	srv := httptest.NewServer(fs.c)
 	t.Cleanup(srv.Close)
 	b := newBrowser(t, path)
-	b.open(srv.URL + "/flow?token=" + token)
+	b.open(srv.URL + signInLink(t, fs.c))
+	b.open(srv.URL + "/flow")
 	b.check("/flow")
 	if limits := b.text("#limits tbody"); !strings.Contains(limits, "tenant-a") || !strings.Contains(limits, `<script>window.__xss=1</script>\u202e`) {
 		t.Errorf("the limits as shown: %q", limits)
