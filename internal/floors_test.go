@@ -146,18 +146,21 @@ func TestLibrariesStayLight(t *testing.T) {
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup", "pkg/batch"},
-		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup", "pkg/batch"},
-		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues", "pkg/batch"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup", "pkg/batch", "pkg/flow"},
+		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup", "pkg/batch", "pkg/flow"},
+		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues", "pkg/batch", "pkg/flow"},
 		// The queue set is a plain description (names, URLs, routes): it builds on the job model
 		// alone, and the worker asks it through worker.Routing without importing it.
-		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload", "pkg/dedup", "pkg/batch"},
+		"pkg/queues": {"pkg/worker", "pkg/producer", "pkg/poller", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/payload", "pkg/dedup", "pkg/batch", "pkg/flow"},
 		// Deduplication at enqueue sits on the producer and the job table, never under them.
 		// Batches build on the job table's stores and the outbox through their seams
 		// (idempotency.DynamoDBStore.FinishAction, status.CancelAction), never the other way.
-		"pkg/status":      {"pkg/dedup", "pkg/batch"},
+		"pkg/status":      {"pkg/dedup", "pkg/batch", "pkg/flow"},
 		"pkg/schedule":    {"pkg/dedup"},
-		"pkg/idempotency": {"pkg/batch"},
+		"pkg/idempotency": {"pkg/batch", "pkg/flow"},
+		// Flow control plugs into the worker (Middleware) and the poller (Config.Paused); it knows
+		// neither, nor the producer.
+		"pkg/flow": {"pkg/worker", "pkg/poller", "pkg/producer", "pkg/console", "pkg/outbox"},
 	}
 	seen := 0
 	for _, p := range list(t) {

@@ -35,6 +35,9 @@ type awsClients struct {
 	// cfn reads the stack's CloudFormation outputs (the scheduler's role, see schedulerRole); nil
 	// on an endpoint, where it is never needed (emulators) or the URL is not CloudFormation's.
 	cfn stackDescriber
+	// cfg is the AWS configuration the clients were made from (for the clients a command
+	// makes itself, such as pause's Lambda client).
+	cfg aws.Config
 }
 
 // connect returns clients for --endpoint (else AWS_ENDPOINT_URL), or for AWS itself with the
@@ -62,6 +65,7 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 			sqs:   sqs.NewFromConfig(b.Config),
 			ddb:   b.DynamoDB(),
 			s3:    b.S3(),
+			cfg:   b.Config,
 		}, nil
 	}
 	cfg, err := awslocal.NewConfig(ctx, "", g.region, 0, false)
@@ -82,6 +86,7 @@ func connect(ctx context.Context, g *globals) (*awsClients, error) {
 		ddb:   dynamodb.NewFromConfig(cfg),
 		s3:    s3.NewFromConfig(cfg),
 		cfn:   cloudformation.NewFromConfig(cfg),
+		cfg:   cfg,
 	}, nil
 }
 

@@ -236,7 +236,7 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 
 	order := []string{"", "enqueue", "status", "jobs", "dlq list", "dlq show", "dlq redrive", "dlq", "dlq purge",
 		"schedules", "schedules put", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules delete",
-		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version"}
+		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version", "pause", "limits", "resume"}
 	byCmd := map[string][]example{}
 	ran := 0
 	for _, ex := range examples(t) {

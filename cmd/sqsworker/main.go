@@ -133,11 +133,11 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
 localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules, outbox, queues, and ui, the web console: on AWS by default). Every command takes
-another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an emulator, where no
-credentials are needed. Read commands print tables, or one JSON document with --output json;
-tables show job data with control and bidi characters escaped (\x1b, \u202e). 'sqsworker
-version' says which build this is.
+schedules, outbox, queues, pause, resume, limits, and ui, the web console: on AWS by default).
+Every command takes another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an
+emulator, where no credentials are needed. Read commands print tables, or one JSON document
+with --output json; tables show job data with control and bidi characters escaped (\x1b,
+\u202e). 'sqsworker version' says which build this is.
 
 A command group without a command (sqsworker, sqsworker dlq) prints its help.
 Exit codes: 0 success, 1 failure, 2 bad command line.`,
@@ -147,6 +147,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
   sqsworker enqueue email.send '{"to":"a@b.c"}' --stack myapp
   sqsworker jobs --status dead --stack myapp --output json
   sqsworker outbox list --state dead --stack myapp
+  sqsworker pause email.send --stack myapp   # its jobs wait until 'sqsworker resume email.send'
+  sqsworker limits --stack myapp  # paused kinds and queues, flow limits and their holders
   sqsworker ui --stack myapp     # the operator web console on http://127.0.0.1:8080
   sqsworker version`,
 		SilenceUsage:  true,
@@ -175,7 +177,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
 		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g))
+		newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g),
+		newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
 	root.Version = readVersion(debug.ReadBuildInfo()).line()
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root

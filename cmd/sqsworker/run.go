@@ -256,12 +256,12 @@ func serveFunction(ctx context.Context, g *globals, o *runOptions, cmd *cobra.Co
 	pcfg := poller.Config{
 		SQS: sqsClient, QueueURL: st.QueueURL, Handler: &batchPrinter{h: pool, w: stderr},
 		BatchSize: o.batchSize, BatchWindow: o.window, Concurrency: o.concurrency,
-		InvocationTimeout: o.timeout, Logger: logger,
+		InvocationTimeout: o.timeout, Logger: logger, Paused: queueGate(b.DynamoDB(), st.Table, st.QueueURL),
 	}
-	if st.Queues.Len() > 1 { // one poller over the stack's queues, by priority
-		pcfg.QueueURL, pcfg.Priority = "", priority
+	if st.Queues.Len() > 1 { // one poller over the stack's queues, by priority; each queue's pause its own
+		pcfg.QueueURL, pcfg.Priority, pcfg.Paused = "", priority, nil
 		for _, q := range st.Queues.All() {
-			pcfg.Queues = append(pcfg.Queues, poller.Queue{URL: q.URL, Weight: q.Weight})
+			pcfg.Queues = append(pcfg.Queues, poller.Queue{URL: q.URL, Weight: q.Weight, Paused: queueGate(b.DynamoDB(), st.Table, q.URL)})
 		}
 	}
 	p, err := poller.New(pcfg)

@@ -173,6 +173,10 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 		if cfg.Batches, err = batch.New(batch.Config{Client: c.ddb, Table: refs.Table, Outbox: ob}); err != nil {
 			return nil, err
 		}
+		cfg.Flow, err = flowControl(c, refs.Table)
+		if err != nil {
+			return nil, err
+		}
 	} else {
 		fmt.Fprintf(warn, "sqsworker: warning: no job table %s: the console has no Jobs pages\n", awslocal.TableName(refs.Name))
 	}

@@ -45,6 +45,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/examples/examplejobs"
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
+	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"
@@ -166,9 +167,22 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		return err
 	}
 	wcfg := worker.Config{Registry: reg, SQS: sqsClient, QueueURL: s.queueURL, DLQURL: s.dlqURL, Logger: logger}
+	var paused func(context.Context) bool
 	if s.table != "" {
 		// Emulators send no DynamoDB CRC32 header: skip its check there, keep it on AWS.
 		ddb := dynamodb.NewFromConfig(cfg, awsendpoint.DynamoDB(cfg))
+		// Flow control first (pauses; declare limits here: docs/FLOW.md), and the queue's pause
+		// for the poller (`sqsworker pause --queue`).
+		ft, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: s.table})
+		if err != nil {
+			return err
+		}
+		fl, err := flow.NewMiddleware(flow.Config{Store: ft, Logger: logger})
+		if err != nil {
+			return err
+		}
+		wcfg.Middleware = append(wcfg.Middleware, fl)
+		paused = flow.QueueGate(ft, queueName(s.queueURL), 0)
 		store, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: s.table})
 		if err != nil {
 			return err
@@ -186,7 +200,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	p, err := poller.New(poller.Config{
 		SQS: sqsClient, QueueURL: s.queueURL, Handler: handler,
 		BatchSize: s.batchSize, Concurrency: s.concurrency, WaitTime: s.waitTime,
-		InvocationTimeout: s.jobTimeout, Logger: logger,
+		InvocationTimeout: s.jobTimeout, Logger: logger, Paused: paused,
 	})
 	if err != nil {
 		return err
@@ -227,4 +241,9 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
+}
+
+// queueName returns the queue name a queue URL ends with.
+func queueName(queueURL string) string {
+	return queueURL[strings.LastIndexByte(queueURL, '/')+1:]
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sqsworker/sqsworker/internal/awsendpoint"
 	"github.com/sqsworker/sqsworker/internal/logattr"
 	"github.com/sqsworker/sqsworker/pkg/batch"
+	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
@@ -89,6 +90,18 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		if err != nil {
 			return nil, err
 		}
+		// Flow control first, outside the idempotency middleware (its deferrals spend no
+		// attempt): `sqsworker pause KIND` works on every deployment; a real worker declares its
+		// limits here (docs/FLOW.md). It reads the table's pause item at most once per 5 s.
+		ft, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: cfg.Table})
+		if err != nil {
+			return nil, err
+		}
+		fl, err := flow.NewMiddleware(flow.Config{Store: ft, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		wcfg.Middleware = append(wcfg.Middleware, fl)
 		var store idempotency.Store = inner
 		if cfg.BatchesOutboxTable != "" {
 			// Children of batches and steps of chains are counted with their final write

@@ -121,9 +121,10 @@ var (
 	// their producer calls SendMessage and SendMessageBatch, authorized by sqs:SendMessage).
 	sendOnly = []string{"sqs:SendMessage"}
 	// The DynamoDB calls of the Lambda worker (functions/worker): pkg/idempotency's DynamoDBStore
-	// is its only table client, and it calls UpdateItem (claim, finish), GetItem (a refused
-	// claim, when the backend does not return the old item) and PutItem (replacing an expired
-	// record), all on the table itself. pkg/worker makes no DynamoDB call.
+	// calls UpdateItem (claim, finish), GetItem (a refused claim, when the backend does not
+	// return the old item) and PutItem (replacing an expired record); pkg/flow's middleware
+	// (pauses, limits) calls GetItem and UpdateItem only (its TestMiddlewareCallsOnlyGetAndUpdate),
+	// so flow control adds no grant; all on the table itself. pkg/worker makes no DynamoDB call.
 	workerTable = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 	schedules   = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule", "scheduler:ListSchedules", "scheduler:UpdateSchedule"}
 )

@@ -97,6 +97,9 @@ type Config struct {
 	// job table and Config.Scheduler to the schedule client, so that cancel reaches both).
 	// Without it there is no Enqueue page and no cancel action.
 	Producer ProducerAPI
+	// Flow pauses and resumes kinds and the queue, and lists the flow limits with their holders
+	// (*flow.Control on the job table). Without it there is no Flow page.
+	Flow FlowAPI
 	// SQS reads the queues' depths for the overview, with QueueURL and DLQURL.
 	SQS QueueAttributesAPI
 	// QueueURL and DLQURL are the job queue and its dead-letter queue. DLQURL also gives the
@@ -368,6 +371,11 @@ func (c *Console) routes() {
 	post("/enqueue", "job.enqueue", c.enqueueAction)
 	post("/batch/cancel", "batch.cancel", c.cancelBatchAction)
 	post("/chain/cancel", "chain.cancel", c.cancelChainAction)
+	get("/flow", c.flowPage)
+	post("/flow/pause-kind", "flow.pause_kind", c.pauseKindAction)
+	post("/flow/resume-kind", "flow.resume_kind", c.resumeKindAction)
+	post("/flow/pause-queue", "flow.pause_queue", c.pauseQueueAction)
+	post("/flow/resume-queue", "flow.resume_queue", c.resumeQueueAction)
 	m.HandleFunc(c.path("/"), c.notFound)
 	if c.cfg.Prefix != "" {
 		m.HandleFunc("GET "+c.cfg.Prefix, func(w http.ResponseWriter, r *http.Request) {

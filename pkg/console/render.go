@@ -24,7 +24,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pageNames are the templates of templates/, each rendered inside layout.html.
-var pageNames = []string{"overview", "jobs", "job", "dlq", "message", "redrive", "schedules", "enqueue", "signin", "error", "batches", "batch", "chain"}
+var pageNames = []string{"overview", "jobs", "job", "dlq", "message", "redrive", "schedules", "enqueue", "signin", "error", "batches", "batch", "chain", "flow"}
 
 type pageSet struct{ t map[string]*template.Template }
 
@@ -84,7 +84,7 @@ type view struct {
 	CSRF     string
 	ShowArgs bool
 	// Has* say which parts are configured (the tabs shown).
-	HasStatus, HasDLQ, HasSchedules, HasProducer, HasQueues, HasBatches bool
+	HasStatus, HasDLQ, HasSchedules, HasProducer, HasQueues, HasBatches, HasFlow bool
 	// Notice and Error are shown at the top of the page.
 	Notice, Error string
 	// SignInHref is the sign-in page, back to this page afterwards.
@@ -101,7 +101,7 @@ func (c *Console) newView(r *http.Request, page, title string) *view {
 		SignedIn: cl.signedIn(), ReadOnly: c.cfg.ReadOnly, CanAct: !c.cfg.ReadOnly && cl.signedIn(), CSRF: cl.csrf(),
 		ShowArgs:  c.cfg.ShowArgs,
 		HasStatus: c.cfg.Status != nil, HasDLQ: c.cfg.DLQ != nil, HasSchedules: c.cfg.Schedules != nil,
-		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil, HasBatches: c.cfg.Batches != nil,
+		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil, HasBatches: c.cfg.Batches != nil, HasFlow: c.cfg.Flow != nil,
 		Notice:     c.notice(r, cl),
 		SignInHref: c.signInHref(r),
 	}

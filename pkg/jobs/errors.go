@@ -112,6 +112,10 @@ func (e *ArgsError) Unwrap() error { return e.Err }
 type DeferError struct {
 	Delay time.Duration
 	Err   error
+	// Since, when set, is when the job's deferral began: a copy the worker re-sends for the
+	// deferred job carries it in its meta (MetaDeferredSince), so that a middleware can bound
+	// how long a job waits ([DeferUntilSince], [DeferredSince]). Zero leaves the meta as it is.
+	Since time.Time
 }
 
 func (e *DeferError) Error() string {
@@ -128,6 +132,12 @@ func (e *DeferError) Unwrap() error { return e.Err }
 // attempt does not count. Middleware returns it instead of calling the worker, and must sit
 // outside (before) the idempotency middleware: a Defer returned inside a claim (by a worker or an
 // inner middleware) is recorded as a failed run, which does count. A negative d is treated as 0.
+//
+// Each deferral is a receive of the message, and receives count towards the queue's
+// maxReceiveCount: from the job's third receive, the worker re-sends a fresh copy (receive count
+// 1, attempts_before unchanged) and acknowledges the original instead of hiding it again, so
+// deferrals never move a job to the DLQ behind the worker's back (FIFO queues excepted: a copy
+// would lose its place in its message group, so there the message waits in its visibility).
 func Defer(d time.Duration, err error) error {
 	if d < 0 {
 		d = 0

@@ -23,6 +23,8 @@ func TestDeadLetterReasonsAreStable(t *testing.T) {
 		jobs.ReasonPayloadMismatch: "payload_mismatch",
 		jobs.ReasonPayloadMissing:  "payload_missing",
 		jobs.ReasonPayloadRefused:  "payload_refused",
+		jobs.ReasonDeferredTooLong: "deferred_too_long",
+		jobs.ReasonFlowKey:         "flow_key",
 	} {
 		if got != want {
 			t.Errorf("reason %q, want %q", got, want)

@@ -53,6 +53,9 @@ type Info struct {
 	ReceiveCount int
 	// SentAt is the message's SentTimestamp.
 	SentAt time.Time
+	// FirstReceivedAt is the message's ApproximateFirstReceiveTimestamp: when this copy of the
+	// job was first received (zero when the consumer does not say).
+	FirstReceivedAt time.Time
 	// AWSTraceHeader is the X-Ray trace header system attribute, if any.
 	AWSTraceHeader string
 }

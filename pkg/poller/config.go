@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,6 +100,14 @@ type Config struct {
 	// With it disabled, keep the visibility timeout above InvocationTimeout + BatchWindow (Lambda
 	// asks for 6 × the function timeout); Run logs a warning when it is not.
 	DisableHeartbeat bool
+	// Paused, when set, is asked before each receive whether the queue is paused (flow.QueueGate
+	// answers from the job table's pause record, `sqsworker pause --queue`): while it answers
+	// true, the slot receives nothing and asks again after PausedPoll, as a disabled Lambda event
+	// source mapping stops polling. Batches already received finish. It should answer from a
+	// cache: it is called once per receive of every slot. Defaults to nil: never paused.
+	Paused func(ctx context.Context) bool
+	// PausedPoll is how long a slot waits before asking Paused again. Defaults to 5 s.
+	PausedPoll time.Duration
 	// Region is the awsRegion of the events. Defaults to the region in the queue's ARN.
 	Region string
 	// Logger receives the poller's logs. Defaults to slog.Default().
@@ -215,6 +224,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("InvocationTimeout %v must not be negative", cfg.InvocationTimeout)
 	}
 
+	if cfg.PausedPoll < 0 {
+		bad("PausedPoll %v must not be negative", cfg.PausedPoll)
+	}
+	if cfg.PausedPoll == 0 {
+		cfg.PausedPoll = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

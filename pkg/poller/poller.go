@@ -159,7 +159,21 @@ func (p *Poller) resolveQueue(ctx context.Context) error {
 // loop is one concurrency slot: gather a batch, handle it, repeat until ctx is done.
 func (p *Poller) loop(ctx context.Context) {
 	failures := 0
+	paused := false
 	for ctx.Err() == nil {
+		if p.cfg.Paused != nil {
+			now := p.cfg.Paused(ctx)
+			if now != paused {
+				paused = now
+				p.log.Info("queue pause changed; receiving stopped while paused", slog.Bool("paused", paused))
+			}
+			if paused {
+				if !sleep(ctx, p.cfg.PausedPoll) {
+					return
+				}
+				continue
+			}
+		}
 		b, err := p.gather(ctx, p.cfg.WaitTime, false)
 		if b != nil {
 			p.process(ctx, b)

@@ -63,6 +63,10 @@ type Queue struct {
 	// Weight is the queue's weight under Weighted priority, 1–1,000. Defaults to 1. Strict
 	// priority ignores it.
 	Weight int
+	// Paused, when set, is asked before each receive from this queue whether it is paused
+	// (flow.QueueGate), as Config.Paused is for a poller of one queue; a paused queue is left
+	// out of the slots' choice until it is resumed. Defaults to Config.Paused.
+	Paused func(ctx context.Context) bool
 }
 
 // MaxWeight is the largest Queue.Weight.
@@ -131,6 +135,9 @@ func newMulti(cfg Config) (*multi, error) {
 	for _, q := range cfg.Queues {
 		lc := cfg
 		lc.Queues, lc.QueueURL = nil, q.URL
+		if q.Paused != nil {
+			lc.Paused = q.Paused
+		}
 		lp, err := New(lc)
 		if err != nil {
 			return nil, err
@@ -193,7 +200,24 @@ func (p *Poller) receiveLane(ctx context.Context, l *lane) {
 	}()
 	probe := true // not known to be empty: ask with a short wait
 	failures := 0
+	paused := false
 	for ctx.Err() == nil {
+		if gate := l.p.cfg.Paused; gate != nil {
+			if now := gate(ctx); now != paused {
+				paused = now
+				l.p.log.Info("queue pause changed; receiving stopped while paused", slog.Bool("paused", paused))
+			}
+			if paused {
+				m.mu.Lock()
+				l.empty = true // not a candidate while it is paused
+				m.cond.Broadcast()
+				m.mu.Unlock()
+				if !sleep(ctx, l.p.cfg.PausedPoll) {
+					return
+				}
+				continue
+			}
+		}
 		m.mu.Lock()
 		if l.empty == probe { // a change of state the slots must see
 			l.empty = !probe

@@ -164,6 +164,9 @@ func (b *batch) prepare(ctx context.Context, it *item) {
 	if rec.SentTimestamp > 0 {
 		it.info.SentAt = time.UnixMilli(rec.SentTimestamp)
 	}
+	if rec.ApproximateFirstReceiveTimestamp > 0 {
+		it.info.FirstReceivedAt = time.UnixMilli(rec.ApproximateFirstReceiveTimestamp)
+	}
 	if b.h.cfg.MalformedHook != nil {
 		// The hook is given the message, which it may keep, and runs in the pool, possibly
 		// after the call has returned (abandoned at the deadline): a decoded receipt handle
@@ -430,7 +433,7 @@ func (b *batch) work(ctx context.Context, it *item, now *time.Time) (res result)
 	case it.kind == nil:
 		res = result{outcome: OutcomeSucceeded, act: actAck}
 	default:
-		res = decide(err, info, it.kind.Options().Policy, end, b.capFor(it.rec, end))
+		res = decide(err, info, it.kind.Options().Policy, end, b.capFor(it.rec, end), b.fifo)
 	}
 	res.ran, res.duration, res.attempt = true, end.Sub(start), info.Attempt
 	return res

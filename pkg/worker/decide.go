@@ -96,6 +96,7 @@ type result struct {
 	delay      time.Duration // actResend: DelaySeconds (≤ 15 min)
 	runAt      time.Time     // actResend: the copy's run_at (zero: none)
 	attempts   int           // actResend: the copy's attempts_before
+	since      time.Time     // actResend of a deferred job: the copy's meta deferred_since (zero: as it was)
 	ran        bool          // the job (or the malformed hook) was called
 	attempt    int           // the job's attempt as the middleware left it (when ran)
 	duration   time.Duration // how long it ran
@@ -107,8 +108,8 @@ type result struct {
 const maxDelay = 15 * time.Minute
 
 // decide turns a job's return value into a result. capVis is the longest visibility SQS still
-// accepts for this message.
-func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVis time.Duration) result {
+// accepts for this message; fifo says whether it came from a FIFO queue.
+func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVis time.Duration, fifo bool) result {
 	if err == nil {
 		return result{outcome: OutcomeSucceeded, act: actAck}
 	}
@@ -125,7 +126,7 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 	switch {
 	case errors.As(err, &deferErr):
 		// Not run: no attempt spent, so no exhaustion check.
-		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(deferErr.Delay, capVis)}
+		return decideDefer(deferErr, err, info, fifo, now, capVis)
 	case errors.As(err, &argsErr):
 		return deadLetter(jobs.ReasonMalformed, err)
 	case errors.As(err, &deadErr):
@@ -174,6 +175,32 @@ func decideWait(info *jobs.Info, fifo bool, now time.Time, capVis time.Duration)
 // waitResendAfter is the receive count from which a waiting message is re-sent rather than
 // hidden again.
 const waitResendAfter = 3
+
+// deferResendAfter is the receive count from which a deferred message (jobs.Defer) is re-sent
+// rather than hidden again: each deferral is a receive, and receives count towards the queue's
+// maxReceiveCount, so a job that keeps being deferred (waiting for a flow limit, a paused kind,
+// a claim held elsewhere) would otherwise be moved to the DLQ by SQS, without a reason, however
+// few attempts it spent. A copy is therefore received at most deferResendAfter-1 times for
+// deferrals before it is replaced.
+const deferResendAfter = waitResendAfter
+
+// decideDefer handles a job deferred by a middleware (jobs.Defer): it did not run and spends no
+// attempt. Up to its second receive its message is hidden for the delay (capped); from its third
+// receive on a standard queue, a fresh copy (receive count 1, attempts_before unchanged, the
+// deferral's start in its meta when the error says it) is sent with the delay (a delay beyond
+// 15 minutes becomes the copy's run_at, which it waits for without running), and the original is
+// acknowledged. A FIFO message is always hidden: a copy would lose its place in its group.
+func decideDefer(d *jobs.DeferError, err error, info *jobs.Info, fifo bool, now time.Time, capVis time.Duration) result {
+	if fifo || info.ReceiveCount < deferResendAfter {
+		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(d.Delay, capVis)}
+	}
+	r := result{outcome: OutcomeDeferred, act: actResend, err: err, delay: min(d.Delay, maxDelay),
+		attempts: info.AttemptsBefore, since: d.Since}
+	if d.Delay > maxDelay {
+		r.runAt = now.Add(d.Delay)
+	}
+	return r
+}
 
 // visibilityCap returns the longest visibility SQS accepts for a message received at about
 // received: 12 hours from the receive, less margin.

@@ -40,7 +40,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			info := &jobs.Info{Attempt: tt.attempt, MaxAttempts: tt.max}
-			got := decide(tt.err, info, fixed, now, capVis)
+			got := decide(tt.err, info, fixed, now, capVis, false)
 			got.err = nil
 			if got != tt.want {
 				t.Errorf("decide = %+v, want %+v", got, tt.want)
@@ -50,11 +50,60 @@ func TestDecide(t *testing.T) {
 	t.Run("cap applies to backoff", func(t *testing.T) {
 		t.Parallel()
 		info := &jobs.Info{Attempt: 1, MaxAttempts: 3}
-		got := decide(plain, info, jobs.PolicyFunc(func(int) time.Duration { return 2 * time.Hour }), now, capVis)
+		got := decide(plain, info, jobs.PolicyFunc(func(int) time.Duration { return 2 * time.Hour }), now, capVis, false)
 		if got.visibility != capVis {
 			t.Errorf("visibility = %s, want the cap %s", got.visibility, capVis)
 		}
 	})
+}
+
+// TestDecideDefer: a deferred job is hidden for its delay on its first two receives; from its
+// third on a standard queue it is re-sent (attempts_before unchanged, the deferral's start
+// carried) so that deferrals never use up the queue's maxReceiveCount; a FIFO message always
+// waits in its visibility (a copy would lose its place in the group).
+func TestDecideDefer(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	since := now.Add(-time.Hour)
+	capVis := time.Hour
+	cause := errors.New("limit full")
+	tests := []struct {
+		name     string
+		err      error
+		receives int
+		fifo     bool
+		want     result
+	}{
+		{name: "first receive: hidden", err: jobs.Defer(30*time.Second, cause), receives: 1,
+			want: result{outcome: OutcomeDeferred, act: actRetry, visibility: 30 * time.Second}},
+		{name: "second receive: hidden", err: jobs.DeferUntilSince(30*time.Second, since, cause), receives: 2,
+			want: result{outcome: OutcomeDeferred, act: actRetry, visibility: 30 * time.Second}},
+		{name: "third receive: a fresh copy with the delay and the start", err: jobs.DeferUntilSince(30*time.Second, since, cause), receives: 3,
+			want: result{outcome: OutcomeDeferred, act: actResend, delay: 30 * time.Second, attempts: 2, since: since}},
+		{name: "third receive without a start: the copy's meta stays as it was", err: jobs.Defer(5*time.Second, cause), receives: 3,
+			want: result{outcome: OutcomeDeferred, act: actResend, delay: 5 * time.Second, attempts: 2}},
+		{name: "long delay on a re-send becomes the copy's run_at", err: jobs.Defer(2*time.Hour, cause), receives: 7,
+			want: result{outcome: OutcomeDeferred, act: actResend, delay: 15 * time.Minute, runAt: now.Add(2 * time.Hour), attempts: 2}},
+		{name: "fifo: hidden even when received often", err: jobs.DeferUntilSince(30*time.Second, since, cause), receives: 9, fifo: true,
+			want: result{outcome: OutcomeDeferred, act: actRetry, visibility: 30 * time.Second}},
+		{name: "hidden delay is capped", err: jobs.Defer(3*time.Hour, cause), receives: 1,
+			want: result{outcome: OutcomeDeferred, act: actRetry, visibility: capVis}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Attempt at MaxAttempts: a deferral never exhausts the job.
+			info := &jobs.Info{Attempt: 3, MaxAttempts: 3, AttemptsBefore: 2, ReceiveCount: tt.receives}
+			got := decide(tt.err, info, jobs.Exponential{}, now, capVis, tt.fifo)
+			if got.err != tt.err {
+				t.Errorf("err = %v, want the job's error", got.err)
+			}
+			got.err = nil
+			if got != tt.want {
+				t.Errorf("decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestDecideWait(t *testing.T) {

@@ -266,6 +266,14 @@ func (b *batch) entry(it *item, r *result, toDLQ bool) (sqstypes.SendMessageBatc
 			return sqstypes.SendMessageBatchRequestEntry{}, 0, err
 		}
 		env.AttemptsBefore, env.RunAt = r.attempts, r.runAt
+		if !r.since.IsZero() {
+			meta := make(map[string]string, len(env.Meta)+1)
+			for k, v := range env.Meta {
+				meta[k] = v
+			}
+			meta[jobs.MetaDeferredSince] = r.since.UTC().Format(jobs.TimeLayout)
+			env.Meta = meta
+		}
 		copyBody := env.AppendJSON(make([]byte, 0, len(it.body())+64))
 		body = string(copyBody)
 		if it.pl != nil {

@@ -82,6 +82,8 @@ type Report struct {
 	OutboxSkipped string
 	// Batch is what the batch of batch.go did.
 	Batch *BatchReport
+	// FlowPeak is the most webhooks of one tenant that ran at once (their limit is 1).
+	FlowPeak int
 }
 
 // Run provisions the queues, enqueues the demo's jobs, runs the poller and the worker until every
@@ -162,10 +164,14 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err := Register(reg, jobs.Exponential{Base: time.Second, Cap: 2 * time.Second}, effects); err != nil {
 		return nil, err
 	}
+	fd, err := newFlowDemo(reg, ddb, table, opts.Logger) // flow.go: a kind limited per tenant
+	if err != nil {
+		return nil, err
+	}
 	track := newTracker()
 	h, err := worker.New(worker.Config{
 		Registry: reg, SQS: client, QueueURL: stack.QueueURL, DLQURL: stack.DLQURL,
-		Middleware: []worker.Middleware{idem}, Logger: opts.Logger, OnBatch: track.observe,
+		Middleware: []worker.Middleware{fd.mw, idem}, Logger: opts.Logger, OnBatch: track.observe,
 	})
 	if err != nil {
 		return nil, err
@@ -185,6 +191,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	var queuesErr error
 	stopQueuesOnce := func() error { queuesOnce.Do(func() { queuesErr = stopQueues() }); return queuesErr }
 	defer stopQueuesOnce()
+	if err := fd.enqueue(ctx, prod, track); err != nil {
+		return nil, err
+	}
 	later, err := enqueueLater(ctx, w, prod, sched, st, track)
 	if err != nil {
 		return nil, err
@@ -258,7 +267,8 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err := brep.finish(ctx, bc); err != nil {
 		return nil, err
 	}
-	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped, Batch: brep}
+	rep := &Report{Backend: backend, Stack: stack, Table: table, Rows: track.rows(), OutboxSkipped: outboxSkipped, Batch: brep,
+		FlowPeak: fd.peakRunning()}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		if r.Kind == "" {
@@ -274,6 +284,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 			r.Status = &job
 		}
 	}
+	fd.fillRuns(rep.Rows)
 	dead := 0
 	for _, r := range rep.Rows {
 		if r.Outcome == worker.OutcomeDeadLettered {
@@ -297,6 +308,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Rows, rep.Outbox = append(rep.Rows, refused), orep
 	rep.Elapsed = time.Since(start)
 	rep.print(w)
+	fd.print(w)
 	orep.print(w)
 	brep.print(w)
 	if opts.Serve != nil {

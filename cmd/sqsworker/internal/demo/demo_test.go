@@ -56,17 +56,18 @@ func TestDemoEndToEnd(t *testing.T) {
 		batchChildLabel:                                               {worker.OutcomeSucceeded, "", 1},
 		batchCancelLabel:                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
 		batchCallbackLabel:                                            {worker.OutcomeSucceeded, "", 1},
+		webhookLabel:                                                  {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
-	// 16, the several-queues row (queues.go), the two dedup rows (dedup.go), and the batch's 3
-	// children and its callback (batch.go).
-	wantRows := 23
+	// 16, the several-queues row (queues.go), the two dedup rows (dedup.go), the batch's 3
+	// children and its callback (batch.go), and the limited webhooks (flow.go).
+	wantRows := 23 + webhooks
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 22
+		wantRows = 22 + webhooks
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
@@ -132,6 +133,11 @@ func TestDemoEndToEnd(t *testing.T) {
 		(twins[0] == worker.OutcomeSkipped && twins[1] == worker.OutcomeSucceeded)) {
 		t.Errorf("the twins ended %v, want one succeeded and one skipped", twins)
 	}
+	// The limited kind: the jobs saw one webhook of the tenant at a time, and each ran once with
+	// attempt 1 (checked with the rows above: its waits spent no attempt).
+	if rep.FlowPeak != 1 {
+		t.Errorf("%d webhooks of one tenant ran at once, limit 1", rep.FlowPeak)
+	}
 	if len(rep.DLQ) != 5 {
 		t.Fatalf("DLQ = %d messages, want 5 (4, and the batch's child that cancels itself)", len(rep.DLQ))
 	}
@@ -156,7 +162,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("outbox report %+v: want the refused order's job found nowhere", o)
 	}
 	for _, s := range []string{"JOB", "KIND", "ATTEMPTS", "OUTCOME", "REASON", fmt.Sprintf("all %d jobs settled", wantRows-1), "transaction cancelled, the widget is sold out",
-		"is found nowhere: not in the outbox, no status record, never delivered", "its status in the table: scheduled", "moving the local dispatcher's clock"} {
+		"is found nowhere: not in the outbox, no status record, never delivered", "its status in the table: scheduled", "moving the local dispatcher's clock",
+		"webhooks of tenant acme ran at most 1 at a time (limit 1)"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}

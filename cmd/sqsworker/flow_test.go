@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sqsworker/sqsworker/pkg/awslocal"
+	"github.com/sqsworker/sqsworker/pkg/flow"
+)
+
+// TestFlowCommandsGolden pauses and resumes a kind and the stack's queue, and lists the pauses and
+// the limits with their holders, on the emulator; a hostile note and key are shown escaped.
+func TestFlowCommandsGolden(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "flow", false)
+	b := backend(t)
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: awslocal.TableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Limit items as workers leave them: two holders of a tenant's webhooks (one whose lease
+	// ended: a holder that died), a key with a terminal escape and a bidi override in it, and a
+	// rate limit's bucket.
+	ctx := context.Background()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, r := range []flow.SlotRequest{
+		{Name: "webhook.deliver", Key: "tenant-a", Limit: 3, JobID: "01JDQ3ZV5XG8K2M4N6P8R0T2V6", LeaseUntil: time.Now().Add(-time.Hour), Now: time.Now().Add(-2 * time.Hour)},
+		{Name: "webhook.deliver", Key: "tenant-a", Limit: 3, JobID: "01JDQ3ZV5XG8K2M4N6P8R0T2V5", LeaseUntil: at.Add(time.Minute), Now: at},
+		{Name: "webhook.deliver", Key: "evil\x1b[31m\u202e", Limit: 3, JobID: "01JDQ3ZV5XG8K2M4N6P8R0T2V7", LeaseUntil: at.Add(time.Minute), Now: at},
+	} {
+		if res, err := tbl.AcquireSlot(ctx, r); err != nil || !res.Acquired {
+			t.Fatalf("acquire: %+v, %v", res, err)
+		}
+	}
+	if _, err := tbl.TakeToken(ctx, flow.TokenRequest{Name: "email.send", Limit: 10, Period: time.Second, Burst: 5, Now: at}); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript(t, stack)
+	tr.must("limits")
+	tr.must("pause", "email.send", "--note", "provider outage \u202etxt.exe", "--by", "ops")
+	tr.must("pause", "--queue", awslocal.QueueName(stack, false), "--by", "ops")
+	out := tr.must("limits", "--output", "json")
+	tr.must("limits", "--type", "concurrency", "--name", "webhook.deliver")
+	tr.must("resume", "email.send")
+	tr.must("resume", "email.send")
+	tr.must("resume", "--queue", awslocal.QueueName(stack, false))
+	tr.run("", "pause", "Bad Kind")
+	tr.run("", "pause")
+	tr.run("", "pause", "a.b", "--queue", "q")
+	tr.run("", "limits", "--type", "bogus")
+	tr.check("flow")
+
+	var doc struct {
+		PausedKinds []struct{ Kind, Note string } `json:"paused_kinds"`
+		Limits      []struct {
+			Type, Key string
+			Holders   []struct{ Expired bool } `json:"holders"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.PausedKinds) != 1 || doc.PausedKinds[0].Note != "provider outage \u202etxt.exe" {
+		t.Errorf("JSON keeps the note as given: %+v", doc.PausedKinds)
+	}
+	if len(doc.Limits) != 3 {
+		t.Errorf("JSON lists %d limit items, want 3", len(doc.Limits))
+	}
+	if p, _ := tbl.Pauses(ctx); len(p.Kinds)+len(p.Queues) != 0 {
+		t.Errorf("after resume: %+v", p)
+	}
+}
+
+func TestFlowHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"pause", "--help"}, {"resume", "--help"}, {"limits", "--help"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+		}
+		if _, ex, ok := strings.Cut(out.String(), "Examples:\n"); !ok || !strings.Contains(ex, "sqsworker "+args[0]) {
+			t.Errorf("%v: no examples:\n%s", args, out.String())
+		}
+	}
+}
