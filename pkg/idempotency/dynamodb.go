@@ -340,8 +340,9 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
 	}
 	// A dead job claimed again (redriven) is no longer dead: its reason and dead-lettered message
-	// go (its last error stays, to show what happened before).
-	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason)
+	// go (its last error stays, to show what happened before). A new run starts without the last
+	// run's progress or cancellation request.
+	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason, AttrProgress, AttrProgressMsg, AttrProgressAt, AttrCancelAt, AttrCancelWhy)
 
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -425,6 +426,9 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	if f.State == StateDead && f.MessageID != "" {
 		u.setTo(AttrDeadMsg, e.v(":deadmsg", avS(f.MessageID)))
 	}
+	if f.Progress != nil {
+		setProgress(u, normalizeProgress(*f.Progress, f.Now))
+	}
 	if f.NotRun {
 		// The claim counted a run that did not happen: take it back in this same write (the
 		// token condition holds only on the claim's record, whose runs are ≥ 1).
@@ -450,17 +454,66 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	return err
 }
 
-// Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
+// Renew implements Store: Touch with the lease alone.
 func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
 	if err := validateRenew(&r); err != nil {
 		return err
 	}
+	_, err := s.Touch(ctx, Touch{Kind: r.Kind, Key: r.Key, JobID: r.JobID, Token: r.Token, LeaseUntil: r.LeaseUntil})
+	return err
+}
+
+// Touch implements Store: one UpdateItem conditioned on the claim's token (and the record
+// running), returning the item after the write (ReturnValues ALL_NEW). It costs the write units
+// of the item's size (1 per KB, the larger of before and after): 1 for a record without a long
+// last error.
+func (s *DynamoDBStore) Touch(ctx context.Context, t Touch) (Record, error) {
+	if err := validateTouch(&t); err != nil {
+		return Record{}, err
+	}
+	pk := s.layout.ItemKey(t.Kind, t.Key, t.JobID)
 	e := newExpr()
-	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(r.Token)) + " AND " +
+	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(t.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
 	u := &update{e: e}
-	u.setTo(AttrLease, e.v(":lease", avN(unixMs(r.LeaseUntil))))
-	return s.conditionalUpdate(ctx, "renew", s.layout.ItemKey(r.Kind, r.Key, r.JobID), cond, u)
+	if !t.LeaseUntil.IsZero() {
+		u.setTo(AttrLease, e.v(":lease", avN(unixMs(t.LeaseUntil))))
+	}
+	if t.Progress != nil {
+		setProgress(u, normalizeProgress(*t.Progress, t.Now))
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyOf(pk),
+		ConditionExpression:       aws.String(cond),
+		UpdateExpression:          aws.String(u.String()),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return Record{}, ErrLeaseLost
+	case err != nil:
+		return Record{}, fmt.Errorf("idempotency: touch %s: %w", pk, err)
+	}
+	rec, err := RecordFromItem(out.Attributes)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: touch %s: %w", pk, err)
+	}
+	return rec, nil
+}
+
+// setProgress adds the SET (and REMOVE, for an empty message) actions of progress p (normalized).
+func setProgress(u *update, p Progress) {
+	u.setTo(AttrProgress, u.e.v(":pfrac", avF(p.Fraction)))
+	u.setTo(AttrProgressAt, u.e.v(":pat", avN(unixMs(p.At))))
+	if p.Message != "" {
+		u.setTo(AttrProgressMsg, u.e.v(":pmsg", avS(p.Message)))
+	} else {
+		u.rm(AttrProgressMsg)
+	}
 }
 
 // conditionalUpdate runs an UpdateItem of the item pk whose failed condition means the claim is

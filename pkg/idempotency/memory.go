@@ -54,6 +54,8 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	rec.Kind, rec.Key, rec.JobID = req.Kind, req.Key, req.JobID
 	rec.State, rec.Token, rec.LeaseUntil = StateRunning, req.Token, msTime(req.LeaseUntil)
 	rec.Reason, rec.DeadMessageID = "", "" // a dead job claimed again is no longer dead
+	// A new run starts without the last run's progress or cancellation request.
+	rec.Progress, rec.CancelRequestedAt, rec.CancelReason = Progress{}, time.Time{}, ""
 	if req.PayloadHash != "" {
 		rec.PayloadHash = req.PayloadHash
 	}
@@ -99,29 +101,46 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if f.State == StateDead {
 		rec.DeadMessageID = f.MessageID
 	}
+	if f.Progress != nil {
+		rec.Progress = normalizeProgress(*f.Progress, f.Now)
+	}
 	rec.Token, rec.LeaseUntil = "", time.Time{}
 	m.recs[ik] = rec
 	return nil
 }
 
-// Renew implements Store.
+// Renew implements Store: Touch with the lease alone.
 func (m *MemoryStore) Renew(ctx context.Context, r Renewal) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := validateRenew(&r); err != nil {
 		return err
 	}
-	ik := LayoutByID.ItemKey(r.Kind, r.Key, r.JobID)
+	_, err := m.Touch(ctx, Touch{Kind: r.Kind, Key: r.Key, JobID: r.JobID, Token: r.Token, LeaseUntil: r.LeaseUntil})
+	return err
+}
+
+// Touch implements Store.
+func (m *MemoryStore) Touch(ctx context.Context, t Touch) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	if err := validateTouch(&t); err != nil {
+		return Record{}, err
+	}
+	ik := LayoutByID.ItemKey(t.Kind, t.Key, t.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
-	if !ok || rec.State != StateRunning || rec.Token != r.Token {
-		return ErrLeaseLost
+	if !ok || rec.State != StateRunning || rec.Token != t.Token {
+		return Record{}, ErrLeaseLost
 	}
-	rec.LeaseUntil = msTime(r.LeaseUntil)
+	if !t.LeaseUntil.IsZero() {
+		rec.LeaseUntil = msTime(t.LeaseUntil)
+	}
+	if t.Progress != nil {
+		rec.Progress = normalizeProgress(*t.Progress, t.Now)
+	}
 	m.recs[ik] = rec
-	return nil
+	return rec, nil
 }
 
 // MarkDead implements Store.

@@ -70,7 +70,34 @@ type Record struct {
 	// ExpiresAt is when the record stops counting (zero: never). An expired record is treated as
 	// absent, whatever DynamoDB's TTL deletion lag.
 	ExpiresAt time.Time
+	// Progress is the last progress the running (or last) run reported (jobs.Progress), written
+	// by Touch or with the run's Finish; its At is zero when the run reported none. A claim
+	// removes it: a new run starts without progress.
+	Progress Progress
+	// CancelRequestedAt is when a cancellation of the running job was requested (pkg/status's
+	// Cancel of a job whose claim is live); zero when none was. The worker holding the claim
+	// learns of it from the record a Touch returns (or from a read) and cancels the job's
+	// context. It stays on the record after the run as a trace of the request; a claim removes
+	// it.
+	CancelRequestedAt time.Time
+	// CancelReason is the reason given with the cancellation request (at most
+	// MaxCancelReasonBytes), "" when none was.
+	CancelReason string
 }
+
+// Progress is a running job's progress as it reported it (jobs.Progress).
+type Progress struct {
+	// Fraction is how far the job is, from 0 to 1 (stores keep 4 decimal places).
+	Fraction float64
+	// Message says what the job is doing, at most MaxProgressMessageBytes of valid UTF-8. It is
+	// the job's own text: show it escaped.
+	Message string
+	// At is when the job reported it; zero: no progress.
+	At time.Time
+}
+
+// IsZero reports whether p is no progress at all.
+func (p Progress) IsZero() bool { return p.At.IsZero() }
 
 // Expired reports whether the record has expired at now.
 func (r *Record) Expired(now time.Time) bool {
@@ -142,6 +169,22 @@ type Finish struct {
 	NotRun bool
 	// Now is the time of the write; ExpiresAt the record's new expiry (zero: never).
 	Now, ExpiresAt time.Time
+	// Progress, when not nil, is the run's last progress report that no Touch has written yet:
+	// the finishing write records it at no extra cost. Nil keeps what the record has.
+	Progress *Progress
+}
+
+// Touch updates a running claim's record under its token (Store.Touch): it renews the lease,
+// records the job's progress, or both. Every field it writes is optional, but it must write one.
+type Touch struct {
+	// Kind, Key and JobID name the record as the claim's ClaimRequest did; Token is the claim's.
+	Kind, Key, JobID, Token string
+	// Now is the time of the write: Progress.At defaults to it (required then).
+	Now time.Time
+	// LeaseUntil, when not zero, is the lease's new end (a renewal).
+	LeaseUntil time.Time
+	// Progress, when not nil, replaces the record's progress (its At defaults to Now).
+	Progress *Progress
 }
 
 // Renewal extends a claim's lease.
@@ -184,8 +227,17 @@ type Store interface {
 	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the
 	// record is no longer held with that token.
 	Finish(ctx context.Context, f Finish) error
-	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost.
+	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost. It is
+	// Touch with LeaseUntil alone, without the record.
 	Renew(ctx context.Context, r Renewal) error
+	// Touch updates the record of the running claim named by t.Token with one conditional write
+	// (a lease renewal, a progress report, or both) and returns the record after the write, so
+	// that the claim's holder also learns, at no extra cost, whether a cancellation of the job
+	// was requested (Record.CancelRequestedAt). It does not change the record's state or
+	// UpdatedAt (the time of its last state change). It returns ErrLeaseLost when the record is
+	// no longer running under that token (finished, cancelled, taken over after its lease
+	// ended).
+	Touch(ctx context.Context, t Touch) (Record, error)
 	// Get returns the record of a job key, or ErrNotFound. When the key may also be a job's id
 	// whose record is kept under that id (Layout), the most recently updated of the two records is
 	// returned.
@@ -214,3 +266,10 @@ const MaxErrorBytes = 4 << 10
 
 // MaxResultBytes bounds a stored result (SetResult).
 const MaxResultBytes = 16 << 10
+
+// MaxProgressMessageBytes bounds a progress message: stores cut a longer one on a UTF-8
+// boundary (TruncateText).
+const MaxProgressMessageBytes = 256
+
+// MaxCancelReasonBytes bounds the reason kept with a cancellation request (TruncateText).
+const MaxCancelReasonBytes = 512
