@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client DynamoDBStore uses.
@@ -69,7 +70,10 @@ type DynamoDBStore struct {
 	layout Layout
 }
 
-var _ Store = (*DynamoDBStore)(nil)
+var (
+	_ Store       = (*DynamoDBStore)(nil)
+	_ ClaimReader = (*DynamoDBStore)(nil)
+)
 
 // NewDynamoDBStore validates cfg and returns the store.
 func NewDynamoDBStore(cfg DynamoDBConfig) (*DynamoDBStore, error) {
@@ -292,7 +296,9 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
 		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR " +
 		deadOK + " OR " +
-		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
+		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs +
+		// A cancellation requested while it ran: the middleware records it (claimable).
+		" AND attribute_not_exists(" + e.n(AttrCancelAt) + ")))" +
 		// An expired record is replaced by replaceExpired, never updated: a missing exp never expires.
 		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " +
 		e.v(":nowSec", avN(req.Now.Unix())) + ")"
@@ -405,6 +411,11 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	e := newExpr()
 	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
+	if f.State == StateRetrying {
+		// A cancellation requested while the job ran turns its failure into a cancellation
+		// (below), never into a retry.
+		cond += " AND attribute_not_exists(" + e.n(AttrCancelAt) + ")"
+	}
 	nowMs := e.v(":now", avN(unixMs(f.Now)))
 	u := &update{e: e}
 	u.setTo(AttrState, e.v(":st", avS(string(f.State))))
@@ -446,10 +457,19 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 		return err
 	}
 	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
-	// was lost) found it already done. Tell them apart by reading the record.
+	// was lost) found it already done, or (a failure) the record carries a cancellation request.
+	// Tell them apart by reading the record.
 	rec, gerr := s.getPK(ctx, pk)
-	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
+	switch {
+	case gerr != nil:
+	case rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)):
 		return nil
+	case f.State == StateRetrying && rec.State == StateRunning && rec.Token == f.Token && !rec.CancelRequestedAt.IsZero():
+		f.State, f.Reason = StateCancelled, jobs.ReasonCancelled
+		if err := s.Finish(ctx, f); err != nil {
+			return err
+		}
+		return ErrRecordedCancelled
 	}
 	return err
 }
@@ -683,6 +703,24 @@ func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, erro
 		return byID, nil
 	}
 	return rec, err
+}
+
+// ReadClaim implements ClaimReader: one eventually consistent GetItem of the claim's item (half
+// a read unit per 4 KB; it may miss a write of the last second or so).
+func (s *DynamoDBStore) ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error) {
+	pk := s.layout.ItemKey(kind, key, jobID)
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyOf(pk)}, keepConnection)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: read %s: %w", pk, err)
+	}
+	if len(out.Item) == 0 {
+		return Record{}, ErrNotFound
+	}
+	rec, err := RecordFromItem(out.Item)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: read %s: %w", pk, err)
+	}
+	return rec, nil
 }
 
 // getPK reads the item pk with a strongly consistent GetItem, or returns ErrNotFound.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // MemoryStore is a Store that keeps records in a map, for one process: tests, local runs and
@@ -21,7 +23,10 @@ type MemoryStore struct {
 	recs map[string]Record // by LayoutByID.ItemKey
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ ClaimReader = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]Record)} }
@@ -84,6 +89,10 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if !ok || rec.State != StateRunning || rec.Token != f.Token {
 		return ErrLeaseLost
 	}
+	var result error
+	if f.State == StateRetrying && !rec.CancelRequestedAt.IsZero() {
+		f.State, f.Reason, result = StateCancelled, jobs.ReasonCancelled, ErrRecordedCancelled
+	}
 	rec.State, rec.UpdatedAt, rec.ExpiresAt = f.State, msTime(f.Now), expTime(f.ExpiresAt)
 	if f.NotRun && rec.Runs > 0 {
 		rec.Runs--
@@ -106,7 +115,7 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	}
 	rec.Token, rec.LeaseUntil = "", time.Time{}
 	m.recs[ik] = rec
-	return nil
+	return result
 }
 
 // Renew implements Store: Touch with the lease alone.
@@ -187,6 +196,20 @@ func (m *MemoryStore) Get(ctx context.Context, kind, key string) (Record, error)
 		(!ok || byID.UpdatedAt.After(rec.UpdatedAt)) {
 		rec, ok = byID, true
 	}
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return rec, nil
+}
+
+// ReadClaim implements ClaimReader.
+func (m *MemoryStore) ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[LayoutByID.ItemKey(kind, key, jobID)]
 	if !ok {
 		return Record{}, ErrNotFound
 	}

@@ -107,7 +107,11 @@ func expTime(t time.Time) time.Time {
 // req.Now): its state allows it, or it is running with a lease that has ended, and its payload
 // hash is absent or equal.
 func claimable(rec *Record, req *ClaimRequest) bool {
-	stateOK := rec.State.Claimable() || rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now))
+	// A running record whose lease has ended is taken over, unless a cancellation was requested
+	// while it ran: its worker stopped (crashed, timed out) before it could record the
+	// cancellation, and the middleware records it instead (Middleware.refused).
+	stateOK := rec.State.Claimable() ||
+		rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now)) && rec.CancelRequestedAt.IsZero()
 	if rec.State == StateDead && req.MessageID != "" && rec.DeadMessageID == req.MessageID {
 		stateOK = false // the dead-lettered message itself came back: its DLQ send failed
 	}

@@ -3,7 +3,10 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // State is a job record's state in the status lifecycle:
@@ -220,12 +223,14 @@ type DeadMark struct {
 type Store interface {
 	// Claim starts a job, with one conditional write. It succeeds when there is no record, or it
 	// expired, or its state is claimable (a dead record only from another message than the one
-	// that was dead-lettered), or it is running with an expired lease — and the payload hash
-	// matches (or the record has none). Otherwise it returns Claimed false and the
-	// record.
+	// that was dead-lettered), or it is running with an expired lease and no cancellation
+	// request — and the payload hash matches (or the record has none). Otherwise it returns
+	// Claimed false and the record.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the
-	// record is no longer held with that token.
+	// record is no longer held with that token. A Finish to StateRetrying of a record that
+	// carries a cancellation request records StateCancelled (reason "cancelled") instead and
+	// returns ErrRecordedCancelled; the other states are recorded as they are (what happened).
 	Finish(ctx context.Context, f Finish) error
 	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost. It is
 	// Touch with LeaseUntil alone, without the record.
@@ -255,10 +260,25 @@ type Store interface {
 	MarkDead(ctx context.Context, d DeadMark) (bool, error)
 }
 
+// ClaimReader is implemented by stores that can read the record of a running claim with one
+// cheap read: the middleware's cancellation checks use it (MiddlewareConfig.CancelCheck), and
+// Store.Get otherwise. Both stores here implement it.
+type ClaimReader interface {
+	// ReadClaim returns the record the claim of (kind, key, jobID) wrote, named as the claim's
+	// ClaimRequest named it, or ErrNotFound. The read may lag the latest write by about a
+	// second (DynamoDBStore: one eventually consistent GetItem, half a read unit per 4 KB).
+	ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error)
+}
+
 // Errors stores return.
 var (
 	ErrNotFound  = errors.New("idempotency: no record")
 	ErrLeaseLost = errors.New("idempotency: the claim is no longer held")
+	// ErrRecordedCancelled is returned by a Finish to StateRetrying of a claim whose record
+	// carries a cancellation request (Record.CancelRequestedAt): the job failed before its worker
+	// noticed the request, and the store recorded it as cancelled instead (reason "cancelled"),
+	// so that it is not run again. It wraps jobs.ErrCancelRequested.
+	ErrRecordedCancelled = fmt.Errorf("idempotency: recorded as cancelled, not retrying: %w", jobs.ErrCancelRequested)
 )
 
 // MaxErrorBytes bounds the error text a store keeps, far below DynamoDB's 400 KB item limit.
@@ -269,7 +289,7 @@ const MaxResultBytes = 16 << 10
 
 // MaxProgressMessageBytes bounds a progress message: stores cut a longer one on a UTF-8
 // boundary (TruncateText).
-const MaxProgressMessageBytes = 256
+const MaxProgressMessageBytes = jobs.MaxProgressMessageBytes
 
 // MaxCancelReasonBytes bounds the reason kept with a cancellation request (TruncateText).
 const MaxCancelReasonBytes = 512

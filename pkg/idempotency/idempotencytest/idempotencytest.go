@@ -222,6 +222,7 @@ var cases = []testCase{
 	{"RenewExtendsLease", renewExtends},
 	{"TouchUnderTheClaim", touchUnderClaim},
 	{"TouchReturnsCancelRequest", touchReturnsCancelRequest},
+	{"CancelRequestWhileRunning", cancelRequestWhileRunning},
 	{"GetReturnsWhatWasWritten", getRoundTrip},
 	{"ErrorTruncated", errorTruncated},
 	{"ConcurrentClaimsOneWinner", concurrentClaims},
@@ -1258,4 +1259,90 @@ func touchReturnsCancelRequest(t *testing.T, e *env) {
 	if g := e.get(key); !g.CancelRequestedAt.Equal(rec.CancelRequestedAt) {
 		t.Errorf("Get after Touch: cancel request %v, want %v kept", g.CancelRequestedAt, rec.CancelRequestedAt)
 	}
+}
+
+// cancelRequestWhileRunning checks what a cancellation request on a running record (written by
+// pkg/status, seeded here) does to the claim's holder and to other claims: the holder keeps its
+// claim (Touch, Finish); a failure is recorded as cancelled (ErrRecordedCancelled), other
+// outcomes as they are; no other claim takes the job over, not even after its lease ended; a
+// claim over the finished record removes the request.
+func cancelRequestWhileRunning(t *testing.T, e *env) {
+	t0 := at(0)
+	requested := func(key string) idempotency.Record {
+		rec := claimed(req(key, "A", t0))
+		rec.CancelRequestedAt, rec.CancelReason = t0.Add(time.Second), "operator"
+		e.seed(rec)
+		return rec
+	}
+
+	t.Run("FailureBecomesCancelled", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		if res := e.claim(req(key, "B", t0.Add(2*time.Second))); res.Claimed {
+			t.Fatal("a claim within the lease took a running job over")
+		}
+		f := fin(key, "A", idempotency.StateRetrying, t0.Add(3*time.Second))
+		f.JobID, f.Error = want.JobID, "context canceled"
+		if err := e.s.Finish(e.ctx, f); !errors.Is(err, idempotency.ErrRecordedCancelled) {
+			t.Fatalf("Finish(retrying) of a record with a cancel request = %v, want ErrRecordedCancelled", err)
+		}
+		want.State, want.Reason, want.LastError = idempotency.StateCancelled, "cancelled", f.Error
+		want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, f.Now, f.ExpiresAt
+		checkRecord(t, "Get after the failure of a job asked to cancel", e.get(key), want)
+		if res := e.claim(req(key, "C", t0.Add(time.Hour))); res.Claimed {
+			t.Errorf("a cancelled job was claimed again")
+		}
+	})
+
+	t.Run("OtherOutcomesStand", func(t *testing.T) {
+		for _, st := range []idempotency.State{idempotency.StateSucceeded, idempotency.StateDead, idempotency.StateCancelled} {
+			key := e.key()
+			want := requested(key)
+			f := fin(key, "A", st, t0.Add(3*time.Second))
+			f.JobID = want.JobID
+			if st != idempotency.StateSucceeded {
+				f.Reason, f.Error = "cancelled", "stopped"
+			}
+			if err := e.s.Finish(e.ctx, f); err != nil {
+				t.Fatalf("Finish(%s) = %v", st, err)
+			}
+			if got := e.get(key); got.State != st || !got.CancelRequestedAt.Equal(want.CancelRequestedAt) {
+				t.Errorf("after Finish(%s): state %s, cancel request %v; want %s with the request kept", st, got.State, got.CancelRequestedAt, st)
+			}
+		}
+	})
+
+	t.Run("NoTakeoverAfterTheLease", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		res := e.claim(req(key, "B", want.LeaseUntil.Add(time.Second)))
+		if res.Claimed {
+			t.Fatal("a running job asked to cancel was taken over after its lease ended")
+		}
+		if res.Record.Token != "A" || res.Record.CancelRequestedAt.IsZero() {
+			t.Errorf("refusal returned token %q, cancel request %v; want the holder's record with the request", res.Record.Token, res.Record.CancelRequestedAt)
+		}
+		// Whoever records it (the middleware, on the holder's behalf) finishes the old claim.
+		f := fin(key, "A", idempotency.StateCancelled, want.LeaseUntil.Add(2*time.Second))
+		f.JobID, f.Reason = want.JobID, "cancelled"
+		e.finish(f)
+		if got := e.get(key); got.State != idempotency.StateCancelled {
+			t.Errorf("state %s, want cancelled", got.State)
+		}
+	})
+
+	t.Run("ClaimRemovesTheRequest", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		f := fin(key, "A", idempotency.StateDead, t0.Add(3*time.Second))
+		f.JobID, f.Reason = want.JobID, "exhausted"
+		e.finish(f)
+		rec := e.mustClaim(req(key, "B", t0.Add(4*time.Second))) // a redriven dead job
+		if !rec.CancelRequestedAt.IsZero() || rec.CancelReason != "" {
+			t.Errorf("a new claim kept the last run's cancel request (%v %q)", rec.CancelRequestedAt, rec.CancelReason)
+		}
+		if got := e.get(key); !got.CancelRequestedAt.IsZero() {
+			t.Errorf("Get after a new claim: cancel request %v", got.CancelRequestedAt)
+		}
+	})
 }
