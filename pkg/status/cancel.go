@@ -34,6 +34,8 @@ type CancelResult struct {
 	// AlreadyRequested reports that a cancellation of the running job had been requested
 	// before: nothing was written.
 	AlreadyRequested bool
+	// Was is the job's state before the cancellation ("" when Cancel wrote a new record).
+	Was idempotency.State
 }
 
 // CancelJob cancels the job of a key that exists, for an operator (`sqsworker cancel`, the
@@ -97,6 +99,9 @@ func (t *Table) cancel(ctx context.Context, kind, key string, at time.Time, reas
 			}
 		}
 		var res CancelResult
+		if cur != nil {
+			res.Was = cur.State
+		}
 		switch {
 		case cur == nil && strict:
 			return CancelResult{}, fmt.Errorf("%w: kind %q, key %q", ErrNotFound, kind, key)
@@ -118,11 +123,10 @@ func (t *Table) cancel(ctx context.Context, kind, key string, at time.Time, reas
 			return CancelResult{Job: *cur}, fmt.Errorf("%w: %s/%s is dead (reason %s): nothing runs it again unless it is redriven", ErrFinished,
 				kind, key, orNone(cur.Reason))
 		case cur.State == idempotency.StateRunning && !cur.CancelRequestedAt.IsZero():
-			return CancelResult{Job: *cur, Requested: true, AlreadyRequested: true}, nil
+			return CancelResult{Job: *cur, Requested: true, AlreadyRequested: true, Was: cur.State}, nil
 		case cur.State == idempotency.StateRunning && cur.LeaseUntil.After(t.now()):
-			var j Job
-			j, err = t.requestCancel(ctx, item, pk, at, reason)
-			res = CancelResult{Job: j, Requested: true}
+			res.Requested = true
+			res.Job, err = t.requestCancel(ctx, item, pk, at, reason)
 		default:
 			var after map[string]types.AttributeValue
 			if after, err = t.updateCancelled(ctx, item, pk, at, reason, exp); err == nil {
