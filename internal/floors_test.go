@@ -142,13 +142,15 @@ func TestLibrariesStayLight(t *testing.T) {
 
 // TestCoreSeams keeps the seams of docs/ARCHITECTURE.md: the job model imports nothing of ours but
 // the ground floor; the worker imports no store, outbox, console or producer; the producer no
-// worker; the poller no worker.
+// worker; the poller no worker; completion events no worker, producer or status reads.
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
 		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller"},
 		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller"},
 		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer"},
+		// Completion events read stream images only: no table reads, no worker, no producer.
+		"pkg/jobevents": {"pkg/worker", "pkg/status", "pkg/producer", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/ddbstream"},
 	}
 	seen := 0
 	for _, p := range list(t) {
