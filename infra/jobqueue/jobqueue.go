@@ -39,6 +39,7 @@ type JobQueue struct {
 	Dashboard     awscloudwatch.Dashboard
 	Api           *Api    // nil unless Props.Api: the HTTP producer (api.go)
 	Outbox        *Outbox // nil without Props.Outbox
+	Events        *Events // nil without Props.Events
 	// OutboxScheduleGroup holds the outbox relays' recurring schedules
 	// (OutboxScheduleGroupName; relays.go): nil unless Props.Outbox or Props.PostgresOutbox.
 	OutboxScheduleGroup awsscheduler.ScheduleGroup
@@ -80,5 +81,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	if err := jq.addOutbox(); err != nil {
 		return nil, err
 	}
+	jq.addEvents()
 	return jq, nil
 }

@@ -87,7 +87,7 @@ func (p Props) derivedNames() []derivedName {
 	if p.Outbox != nil || p.PostgresOutbox != nil {
 		out = append(out, derivedName{"outbox schedule group name", OutboxScheduleGroupName(p.Name), "EventBridge Scheduler", 64})
 	}
-	return out
+	return append(out, p.eventsNames()...)
 }
 
 // validateName checks p.Name (after defaults) against every name derived from it: one error

@@ -119,6 +119,10 @@ type Props struct {
 	Api *ApiProps
 	// Outbox, when set, adds the transactional outbox (outbox.go). Defaults to nil: none.
 	Outbox *OutboxProps
+	// Events, when set, publishes a completion event to EventBridge for every job that ends
+	// (events.go): a stream on the job table, the events function, a grant to put events on one
+	// bus. Defaults to nil: none.
+	Events *EventsProps
 
 	// PayloadBucket adds an S3 bucket for jobs larger than SQS allows (payload.go, pkg/payload):
 	// encrypted, TLS-only, private, its objects expired after PayloadExpiry (those the worker
@@ -268,6 +272,9 @@ func (p Props) Validate() error {
 	}
 	if p.Outbox != nil {
 		errs = append(errs, p.Outbox.validate()...)
+	}
+	if p.Events != nil {
+		errs = append(errs, p.Events.validate()...)
 	}
 	if p.PostgresOutbox != nil {
 		errs = append(errs, p.PostgresOutbox.validate())
