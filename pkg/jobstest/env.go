@@ -72,10 +72,10 @@ type Env struct {
 	Clock    *Clock
 	Queue    *Queue
 	DLQ      *Queue
-	Store    *idempotency.MemoryStore   // nil with Config.NoStore
-	Idem     *idempotency.Middleware    // nil with Config.NoStore
-	Producer *producer.Producer         // enqueues on Queue (delays beyond 15 minutes: Queue's schedules)
-	Handler  *worker.Handler            // the worker
+	Store    *idempotency.MemoryStore // nil with Config.NoStore
+	Idem     *idempotency.Middleware  // nil with Config.NoStore
+	Producer *producer.Producer       // enqueues on Queue (delays beyond 15 minutes: Queue's schedules)
+	Handler  *worker.Handler          // the worker
 	mu       sync.Mutex
 	outcomes []worker.Outcome
 }
@@ -240,4 +240,3 @@ func (e *Env) RunUntilIdle(ctx context.Context) ([]worker.Outcome, error) {
 	}
 	return all, fmt.Errorf("jobstest: the queue was not idle after %d steps (a job that never ends?)", maxSteps)
 }
-
