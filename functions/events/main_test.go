@@ -66,7 +66,7 @@ func TestEventsFunctionPublishesTheSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("../../events/job-finished-stream.json")
+	raw, err := os.ReadFile("../../events/streams/job-finished.json")
 	if err != nil {
 		t.Fatal(err)
 	}
