@@ -157,12 +157,13 @@ func TestCancelRunningJobFromTheCLI(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-r.started
-			// Progress shows in status (written at most every 100 ms here).
+			// Progress shows in status (written at most every 100 ms here); wait for the last of
+			// the five reports, so that no progress write is left to notice the cancellation.
 			var before jobJSON
 			waitFor(t, 30*time.Second, "progress in `sqsworker status`", func() bool {
 				j, ok := r.statusJSON(t, res.ID)
 				before = j
-				return ok && j.State == "running" && j.Progress != nil && j.Progress.Fraction > 0
+				return ok && j.State == "running" && j.Progress != nil && j.Progress.Fraction == 0.5
 			})
 			text := r.tr.must("status", res.ID)
 			if !strings.Contains(text, "progress ") || !strings.Contains(text, `step \x1b[31m`) || strings.Contains(text, "\x1b") {
