@@ -105,7 +105,7 @@ var All = []Shape{
 	// and their failure queues and alarms must not collide); and on the default bus at the
 	// longest name.
 	{"events", props(jobqueue.Props{Name: "ev", Events: &jobqueue.EventsProps{CreateBus: true}, Outbox: &jobqueue.OutboxProps{}, LogLevel: "debug"}), nil},
-	{"long-names-events", props(longest('e', jobqueue.Props{Events: &jobqueue.EventsProps{CreateBus: true}, DeletionProtection: true})), nil},
+	{"long-names-events", props(longest('e', jobqueue.Props{Events: &jobqueue.EventsProps{}, DeletionProtection: true})), nil},
 }
 
 // longest is p with the longest Name its settings allow, made of c.
