@@ -67,9 +67,12 @@ type Config struct {
 // all on one Clock. Deliver runs one invocation; RunUntilIdle runs until the queue is empty,
 // stepping the clock through backoffs and delays. Nothing talks to AWS.
 type Env struct {
-	t        testing.TB
-	cfg      Config
-	Clock    *Clock
+	t   testing.TB
+	cfg Config
+	// Clock is the environment's time (Config.Clock).
+	Clock *Clock
+	// Queue is the job queue; DLQ its dead-letter queue (the worker's dead letters, and messages
+	// past MaxReceiveCount).
 	Queue    *Queue
 	DLQ      *Queue
 	Store    *idempotency.MemoryStore // nil with Config.NoStore
