@@ -210,6 +210,20 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 		p.Outbox = &jobqueue.OutboxProps{}
 		str("relayAsset", &p.Outbox.RelayAsset)
 	}
+	// Completion events: events=true publishes on the account's default bus, eventBus=stack on a
+	// bus the stack creates (<stack>-jobs).
+	var events bool
+	if boolean("events", &events); events {
+		p.Events = &jobqueue.EventsProps{}
+		str("eventsAsset", &p.Events.Asset)
+		switch v := get("eventBus"); v {
+		case "", "default":
+		case "stack":
+			p.Events.CreateBus = true
+		default:
+			errs = append(errs, fmt.Errorf("context eventBus=%q: want default or stack", v))
+		}
+	}
 	if len(errs) > 0 {
 		return p, fmt.Errorf("infra: %v", errs)
 	}

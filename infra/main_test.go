@@ -40,8 +40,17 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil || p.Outbox == nil || p.Outbox.RelayAsset != "r.zip" {
 		t.Fatalf("outbox=true: %+v, %v", p.Outbox, err)
 	}
+	p, err = PropsFromContext(func(k string) string {
+		return map[string]string{"events": "true", "eventBus": "stack", "eventsAsset": "e.zip"}[k]
+	})
+	if err != nil || p.Events == nil || !p.Events.CreateBus || p.Events.Asset != "e.zip" {
+		t.Fatalf("events=true: %+v, %v", p.Events, err)
+	}
+	if _, err := PropsFromContext(func(k string) string { return map[string]string{"events": "true", "eventBus": "mine"}[k] }); err == nil {
+		t.Fatal("eventBus=mine accepted")
+	}
 	p, err = PropsFromContext(func(string) string { return "" })
-	if err != nil || p.Name != "sqsworker" || p.Api != nil {
+	if err != nil || p.Name != "sqsworker" || p.Api != nil || p.Events != nil {
 		t.Fatalf("defaults: %+v, %v", p, err)
 	}
 	p, err = PropsFromContext(func(k string) string {

@@ -142,7 +142,8 @@ func TestLibrariesStayLight(t *testing.T) {
 
 // TestCoreSeams keeps the seams of docs/ARCHITECTURE.md: the job model imports nothing of ours but
 // the ground floor; the worker imports no store, outbox, console, producer or batch; the producer
-// no worker; the poller no worker; the job table's stores do not import the batches built on them.
+// no worker; the poller no worker; the job table's stores do not import the batches built on them;
+// completion events no worker, producer or status reads.
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
@@ -161,6 +162,8 @@ func TestCoreSeams(t *testing.T) {
 		// Flow control plugs into the worker (Middleware) and the poller (Config.Paused); it knows
 		// neither, nor the producer.
 		"pkg/flow": {"pkg/worker", "pkg/poller", "pkg/producer", "pkg/console", "pkg/outbox"},
+		// Completion events read stream images only: no table reads, no worker, no producer.
+		"pkg/jobevents": {"pkg/worker", "pkg/status", "pkg/producer", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/ddbstream"},
 	}
 	seen := 0
 	for _, p := range list(t) {

@@ -1,5 +1,5 @@
 # Lambda functions: build the bootstraps and zips, invoke the worker locally under the RIE.
-FUNCTIONS      := worker api relay pgrelay
+FUNCTIONS      := worker api relay pgrelay events
 FUNCTION_ARCHS := arm64 amd64
 DIST           ?= dist
 EVENT          ?= events/standard-batch.json

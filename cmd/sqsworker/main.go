@@ -1,8 +1,8 @@
 // Command sqsworker runs and operates sqsworker job systems: `sqsworker demo` runs the whole
 // system end to end on the embedded emulator; `sqsworker up` provisions a stack's queues and job
 // table (and serves the embedded emulator); `sqsworker run` runs a worker function locally;
-// `enqueue`, `status`, `jobs`, `dlq` and `schedules` operate a stack's jobs, on an emulator or on
-// AWS.
+// `enqueue`, `status`, `cancel`, `wait`, `jobs`, `dlq` and `schedules` operate a stack's jobs, on
+// an emulator or on AWS.
 package main
 
 import (
@@ -132,12 +132,12 @@ retries with backoff, dead-lettering with the reason, and partial batch failures
 
 This command runs the demo, provisions local stacks and runs the worker function locally
 (demo, up, run: on the embedded emulator by default, which up and run serve on
-localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, jobs, dlq,
-schedules, outbox, queues, pause, resume, limits, and ui, the web console: on AWS by default).
-Every command takes another endpoint with --endpoint or AWS_ENDPOINT_URL: LocalStack, or an
-emulator, where no credentials are needed. Read commands print tables, or one JSON document
-with --output json; tables show job data with control and bidi characters escaped (\x1b,
-\u202e). 'sqsworker version' says which build this is.
+localhost:4566 until Ctrl-C), and operates a stack's jobs (enqueue, status, cancel, wait,
+jobs, dlq, schedules, outbox, queues, pause, resume, limits, and ui, the web console: on AWS
+by default). Every command takes another endpoint with --endpoint or AWS_ENDPOINT_URL:
+LocalStack, or an emulator, where no credentials are needed. Read commands print tables, or one
+JSON document with --output json; tables show job data with control and bidi characters escaped
+(\x1b, \u202e). 'sqsworker version' says which build this is.
 
 A command group without a command (sqsworker, sqsworker dlq) prints its help.
 Exit codes: 0 success, 1 failure, 2 bad command line.`,
@@ -176,8 +176,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		return nil
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
-		newEnqueueCmd(g), newStatusCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
-		newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g),
+		newEnqueueCmd(g), newStatusCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g),
+		newRunCmd(g), newOutboxCmd(g), newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g),
 		newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
 	root.Version = readVersion(debug.ReadBuildInfo()).line()
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -111,9 +111,22 @@ type jobJSON struct {
 	RunAt          jsonTime        `json:"run_at"`
 	ExpiresAt      jsonTime        `json:"expires_at"`
 	Expired        bool            `json:"expired"`
+	// Progress is the run's last progress report (jobs.Progress), null when none.
+	Progress *progressJSON `json:"progress"`
+	// CancelRequestedAt is when a cancellation of the running job was requested (null: none);
+	// CancelReason the reason given with it.
+	CancelRequestedAt jsonTime `json:"cancel_requested_at"`
+	CancelReason      string   `json:"cancel_reason"`
 	// Payload is the S3 object of a job too large for an SQS message, while it exists (status
 	// only).
 	Payload *dlqPayloadJSON `json:"payload,omitempty"`
+}
+
+// progressJSON is a job's last progress report in JSON output.
+type progressJSON struct {
+	Fraction float64  `json:"fraction"`
+	Message  string   `json:"message"`
+	At       jsonTime `json:"at"`
 }
 
 func toJobJSON(j status.Job) jobJSON {
@@ -122,7 +135,10 @@ func toJobJSON(j status.Job) jobJSON {
 		Reason: j.Reason, LastError: j.LastError,
 		FirstAttemptAt: jsonTime(j.FirstAttemptAt), LastAttemptAt: jsonTime(j.LastAttemptAt),
 		UpdatedAt: jsonTime(j.UpdatedAt), RunAt: jsonTime(j.RunAt), ExpiresAt: jsonTime(j.ExpiresAt),
-		Expired: j.Expired,
+		Expired: j.Expired, CancelRequestedAt: jsonTime(j.CancelRequestedAt), CancelReason: j.CancelReason,
+	}
+	if !j.Progress.IsZero() {
+		out.Progress = &progressJSON{Fraction: j.Progress.Fraction, Message: j.Progress.Message, At: jsonTime(j.Progress.At)}
 	}
 	if j.State == idempotency.StateRunning {
 		out.LeaseUntil = jsonTime(j.LeaseUntil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -160,6 +161,19 @@ func printJob(cmd *cobra.Command, j status.Job, rows ...string) error {
 	}
 	if j.Result != "" {
 		fmt.Fprintf(tw, "result\t%s\n", safe(j.Result))
+	}
+	if p := j.Progress; !p.IsZero() {
+		fmt.Fprintf(tw, "progress\t%s %s (at %s)\n", strconv.FormatFloat(p.Fraction*100, 'f', -1, 64)+"%", safeText(p.Message), showTime(p.At))
+	}
+	if !j.CancelRequestedAt.IsZero() {
+		line := showTime(j.CancelRequestedAt)
+		if j.CancelReason != "" {
+			line += ": " + safeText(j.CancelReason)
+		}
+		if j.State == idempotency.StateRunning {
+			line += " (its worker stops it)"
+		}
+		fmt.Fprintf(tw, "cancel requested\t%s\n", line)
 	}
 	fmt.Fprintf(tw, "updated\t%s\n", showTime(j.UpdatedAt))
 	fmt.Fprintf(tw, "expires\t%s\n", showTime(j.ExpiresAt))

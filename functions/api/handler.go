@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,74 @@ type Producer interface {
 // StatusReader reads a job's record by its id. *status.Table implements it.
 type StatusReader interface {
 	GetByID(ctx context.Context, jobID string) (status.Job, error)
+}
+
+// Waiter waits for a job's final state (GET /jobs/{id}?wait=…). *status.Table implements it; a
+// StatusReader that does not answers such a request at once.
+type Waiter interface {
+	Wait(ctx context.Context, jobID string, opts status.WaitOptions) (status.Job, error)
+}
+
+// MaxWait bounds GET /jobs/{id}?wait=…: a longer value is refused (400). The wait also ends a
+// second before the function's deadline (the stack's API timeout is 10 s by default: raise it to
+// 25 s for 20-second waits).
+const MaxWait = 20 * time.Second
+
+// waitMargin is kept before the function's deadline to answer.
+const waitMargin = time.Second
+
+// waitParam reads the wait query parameter: a Go duration ("20s", "1.5s", "500ms") or whole
+// seconds ("20"), from 0 to MaxWait; absent: 0.
+func waitParam(req events.LambdaFunctionURLRequest) (time.Duration, error) {
+	v, ok := req.QueryStringParameters["wait"]
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, fmt.Errorf("wait=%q: want a duration such as 20s (or whole seconds), from 0 to %s", clipParam(v), MaxWait)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > MaxWait {
+		return 0, fmt.Errorf("wait=%q: want a duration from 0 to %s", clipParam(v), MaxWait)
+	}
+	return d, nil
+}
+
+// clipParam shortens a parameter for an error message.
+func clipParam(v string) string {
+	if r := []rune(v); len(r) > 32 {
+		return string(r[:32]) + "…"
+	}
+	return v
+}
+
+// waitFor waits up to wait (and no later than a second before ctx's deadline) for the final state
+// of job, and returns the last record read: the final one, or the one current when the wait
+// ended.
+func waitFor(ctx context.Context, w Waiter, id string, wait time.Duration, job status.Job) (status.Job, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-waitMargin)
+	}
+	if wait <= 0 {
+		return job, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	j, err := w.Wait(wctx, id, status.WaitOptions{NotFoundAfter: time.Nanosecond})
+	switch {
+	case err == nil:
+		return j, nil
+	case errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil && ctx.Err() == nil:
+		if j.State != "" {
+			return j, nil
+		}
+		return job, nil
+	}
+	return status.Job{}, err
 }
 
 // Reserver writes a job's queued record before its message is sent, unless its key already has
@@ -113,6 +182,17 @@ type jobResponse struct {
 	Reason         string          `json:"reason,omitempty"`
 	LastError      string          `json:"last_error,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty"`
+	// Progress is the run's last progress report (its message only with ShowDetails).
+	Progress *progressResponse `json:"progress,omitempty"`
+	// CancelRequestedAt is when a cancellation of the running job was requested.
+	CancelRequestedAt string `json:"cancel_requested_at,omitempty"`
+}
+
+// progressResponse is a job's last progress report in GET /jobs/{id}'s answer.
+type progressResponse struct {
+	Fraction float64 `json:"fraction"`
+	Message  string  `json:"message,omitempty"`
+	At       string  `json:"at"`
 }
 
 // errorResponse is every error's body; Fields lists a schema's violations.
@@ -139,7 +219,11 @@ func (a *API) Handle(ctx context.Context, req events.LambdaFunctionURLRequest) (
 		if method != http.MethodGet && method != http.MethodHead {
 			return methodNotAllowed(http.MethodGet), nil
 		}
-		return a.get(ctx, path[len("/jobs/"):], principal(req)), nil
+		wait, err := waitParam(req)
+		if err != nil {
+			return badRequest(err.Error()), nil
+		}
+		return a.get(ctx, path[len("/jobs/"):], principal(req), wait), nil
 	}
 	return reply(http.StatusNotFound, errorResponse{Error: fmt.Sprintf("no route for %s %s: use POST /jobs or GET /jobs/{id}", method, path)}), nil
 }
@@ -373,8 +457,9 @@ func (a *API) send(ctx context.Context, m producer.Message, shownKey string, fai
 	return reply(http.StatusAccepted, enqueueResponse{ID: m.ID, Key: shownKey, StatusURL: "/jobs/" + m.ID})
 }
 
-// get answers GET /jobs/{id} for the caller who (with AWS_IAM auth) is principal.
-func (a *API) get(ctx context.Context, id, principal string) events.LambdaFunctionURLResponse {
+// get answers GET /jobs/{id} for the caller who (with AWS_IAM auth) is principal, after waiting
+// up to wait for the job's final state.
+func (a *API) get(ctx context.Context, id, principal string, wait time.Duration) events.LambdaFunctionURLResponse {
 	if a.Status == nil {
 		return reply(http.StatusNotImplemented, errorResponse{Error: "job status is not configured: set SQSWORKER_TABLE"})
 	}
@@ -407,10 +492,27 @@ func (a *API) get(ctx context.Context, id, principal string) events.LambdaFuncti
 		// a job no worker ever picked up. It was never run and never will be: no such job.
 		return notFound
 	}
+	if w, ok := a.Status.(Waiter); ok && wait > 0 && !status.Final(job.State) {
+		var err error
+		if job, err = waitFor(ctx, w, id, wait, job); err != nil {
+			if errors.Is(err, status.ErrNotFound) {
+				return notFound
+			}
+			a.logger().ErrorContext(ctx, "status wait failed", slog.String("job_id", id), slog.Any("error", err))
+			return reply(http.StatusBadGateway, errorResponse{Error: "the job's status could not be read; try again"})
+		}
+	}
 	out := jobResponse{
 		ID: job.JobID, Kind: job.Kind, State: string(job.State), Attempts: job.Runs,
 		FirstAttemptAt: stamp(job.FirstAttemptAt), LastAttemptAt: stamp(job.LastAttemptAt),
 		UpdatedAt: stamp(job.UpdatedAt), ExpiresAt: stamp(job.ExpiresAt), RunAt: stamp(job.RunAt), Expired: job.Expired,
+		CancelRequestedAt: stamp(job.CancelRequestedAt),
+	}
+	if p := job.Progress; !p.IsZero() {
+		out.Progress = &progressResponse{Fraction: p.Fraction, At: stamp(p.At)}
+		if a.ShowDetails {
+			out.Progress.Message = p.Message
+		}
 	}
 	if a.ShowDetails {
 		out.Key, out.Reason, out.LastError = strings.TrimPrefix(job.Key, scopedKey(principal, "")), job.Reason, job.LastError

@@ -1,7 +1,8 @@
 // Command api is an HTTP producer for sqsworker behind a Lambda function URL:
 //
 //	POST /jobs       {"kind":"email.send","args":{…},"delay":"30s"}  → 202 {"id","key","status_url"}
-//	GET  /jobs/{id}  → 200 the job's status (404 unknown; 501 without SQSWORKER_TABLE)
+//	GET  /jobs/{id}  → 200 the job's status (404 unknown; 501 without SQSWORKER_TABLE);
+//	                   ?wait=20s long-polls for its final state (at most 20 s, and the function's timeout)
 //
 // It admits only the kinds of its allow-list (SQSWORKER_API_KINDS, required), each with a limit
 // on its args' size and optionally a JSON Schema (SQSWORKER_API_SCHEMAS). The Idempotency-Key

@@ -39,6 +39,7 @@ type JobQueue struct {
 	Dashboard     awscloudwatch.Dashboard
 	Api           *Api    // nil unless Props.Api: the HTTP producer (api.go)
 	Outbox        *Outbox // nil without Props.Outbox
+	Events        *Events // nil without Props.Events
 	// OutboxScheduleGroup holds the outbox relays' recurring schedules
 	// (OutboxScheduleGroupName; relays.go): nil unless Props.Outbox or Props.PostgresOutbox.
 	OutboxScheduleGroup awsscheduler.ScheduleGroup
@@ -87,5 +88,6 @@ func New(scope constructs.Construct, id string, props Props) (*JobQueue, error) 
 	}
 	jq.wireNamedQueues()
 	jq.batches()
+	jq.addEvents()
 	return jq, nil
 }

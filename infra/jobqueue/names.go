@@ -90,7 +90,7 @@ func (p Props) derivedNames() []derivedName {
 	for _, q := range p.Queues { // namedqueues.go: <Name>-jobs-<queue>-dlq(.fifo), the longest
 		out = append(out, derivedName{fmt.Sprintf("queue %s's DLQ name", q.Name), NamedDLQName(p.Name, q.Name, q.FIFO), "SQS", 80})
 	}
-	return out
+	return append(out, p.eventsNames()...)
 }
 
 // validateName checks p.Name (after defaults) against every name derived from it: one error

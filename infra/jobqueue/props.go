@@ -124,6 +124,10 @@ type Props struct {
 	// steps into the outbox (SQSWORKER_BATCHES_OUTBOX_TABLE, and PutItem on the outbox table's
 	// job keys). It needs Outbox, whose relay sends them. Defaults to false.
 	Batches bool
+	// Events, when set, publishes a completion event to EventBridge for every job that ends
+	// (events.go): a stream on the job table, the events function, a grant to put events on one
+	// bus. Defaults to nil: none.
+	Events *EventsProps
 
 	// PayloadBucket adds an S3 bucket for jobs larger than SQS allows (payload.go, pkg/payload):
 	// encrypted, TLS-only, private, its objects expired after PayloadExpiry (those the worker
@@ -287,6 +291,9 @@ func (p Props) Validate() error {
 	}
 	if p.Outbox != nil {
 		errs = append(errs, p.Outbox.validate()...)
+	}
+	if p.Events != nil {
+		errs = append(errs, p.Events.validate()...)
 	}
 	if p.PostgresOutbox != nil {
 		errs = append(errs, p.PostgresOutbox.validate())

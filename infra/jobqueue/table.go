@@ -50,8 +50,14 @@ func (jq *JobQueue) table() {
 	if p.DeletionProtection {
 		removal = awscdk.RemovalPolicy_RETAIN
 	}
+	// Completion events read the table's stream: new and old images, to tell a state change.
+	var stream awsdynamodb.StreamViewType
+	if p.Events != nil {
+		stream = awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES
+	}
 	jq.Table = awsdynamodb.NewTable(jq.Construct, jsii.String("Table"), &awsdynamodb.TableProps{
 		TableName:           jsii.String(TableName(p.Name)),
+		Stream:              stream,
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String(AttrExpires),

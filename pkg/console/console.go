@@ -360,6 +360,7 @@ func (c *Console) routes() {
 
 	post("/job/redrive", "job.redrive", c.redriveJobAction)
 	post("/job/cancel", "job.cancel", c.cancelJobAction)
+	post("/job/stop", "job.stop", c.stopJobAction)
 	post("/job/copy", "job.copy", c.copyJobAction)
 	post("/dlq/redrive-all", "dlq.redrive_all", c.redriveAllAction)
 	post("/dlq/purge", "dlq.purge", c.purgeAction)

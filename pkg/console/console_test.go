@@ -79,7 +79,7 @@ func TestPagesShowRealJobsEscaped(t *testing.T) {
 		{jobURL(f.ids["resize"]), 200, []string{"Record", "dead", "exhausted", "Dead letter", "Envelope", "hidden (", "Redrive", "Enqueue a copy", "decode s3://photos/broken.jpg"}},
 		{jobURL(f.ids["refund"]), 200, []string{"cancelled", "was already refunded"}},
 		{jobURL(f.ids["succeeded"]), 200, []string{"succeeded", "not kept after the enqueue"}},
-		{jobURL(f.ids["retrying"]), 200, []string{"retrying", "warehouse timeout", "No action applies"}},
+		{jobURL(f.ids["retrying"]), 200, []string{"retrying", "warehouse timeout", `id="stop" class="danger">Cancel<`}}, // a retrying job can be cancelled (control.go)
 		{jobURL(f.ids["scheduled"]), 200, []string{"scheduled", "Schedule", "sqsworker-job-", "Cancel", "Enqueue a copy"}},
 		{jobURL(f.ids["cancelled"]), 200, []string{"cancelled"}},
 		{"/job?id=" + f.ids["resize"].ID, 200, []string{"exhausted"}},

@@ -148,7 +148,9 @@ type jobData struct {
 	Envelope  *envelopeView
 	Dead      *deadLetterView
 	Scheduled *scheduledView
-	Notes     []string
+	// Control is the job control section (control.go): progress, a cancellation request, Stop.
+	Control *controlView
+	Notes   []string
 	// SignInToSee: the DLQ was not read because the viewer has not signed in.
 	SignInToSee bool
 	CanRedrive  bool
@@ -304,6 +306,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	data.CanRedrive = dead != nil && dead.JobID != "" && !malformed(*dead) && !purging
 	data.CanCancel = rec != nil && c.cfg.Producer != nil && (state == idempotency.StateScheduled || state == idempotency.StateQueued)
 	data.CanCopy = env != nil && c.cfg.Producer != nil
+	if rec != nil {
+		data.Control = c.toControlView(*rec)
+	}
 	if dead != nil && malformed(*dead) && !purging {
 		data.CanDelete, data.MessageID = true, raw(dead.MessageID)
 	}

@@ -44,7 +44,11 @@ func loadPages() (*pageSet, error) {
 	}
 	ps := &pageSet{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		files := []string{"templates/" + name + ".html"}
+		if name == "job" {
+			files = append(files, "templates/control.html") // its job control section
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)
 		}

@@ -20,8 +20,19 @@
 //     also counts deliveries that never ran.
 //   - The same key with different args is dead-lettered as payload_mismatch, never run.
 //   - A job's outcome is one write: succeeded, retrying with the error, or dead with the reason.
+//   - A running job can be asked to stop (pkg/status's Cancel of a running job writes a
+//     cancellation request on its record): the middleware looks at the record at least every
+//     [MiddlewareConfig.CancelCheck] (a lease renewal or a progress write returns it; otherwise
+//     one eventually consistent read), cancels the job's context with a *jobs.CancelRequestError,
+//     and a job that then fails ends cancelled, dead-lettered with the reason "cancelled", never
+//     retried. A job that finishes anyway keeps its outcome. No claim takes such a job over; its
+//     next delivery records the cancellation if its worker crashed.
+//   - jobs.Progress reports a job's progress: written at most once per
+//     [MiddlewareConfig.ProgressInterval], the last report with the finishing write.
 //
 // Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
-// conformance suite in pkg/idempotency/idempotencytest. The DynamoDB table's layout and the
+// conformance suite in pkg/idempotency/idempotencytest. Every write under a running claim (a
+// renewal, a progress report, and the checkpoints of later capabilities) is [Store.Touch]: one
+// write conditioned on the claim's token that returns the record after it. The DynamoDB table's layout and the
 // write units per job are in docs/TABLE.md; the guide is docs/writing-jobs.md.
 package idempotency

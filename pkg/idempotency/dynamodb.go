@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/ddbretry"
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client DynamoDBStore uses.
@@ -69,7 +70,10 @@ type DynamoDBStore struct {
 	layout Layout
 }
 
-var _ Store = (*DynamoDBStore)(nil)
+var (
+	_ Store       = (*DynamoDBStore)(nil)
+	_ ClaimReader = (*DynamoDBStore)(nil)
+)
 
 // NewDynamoDBStore validates cfg and returns the store.
 func NewDynamoDBStore(cfg DynamoDBConfig) (*DynamoDBStore, error) {
@@ -292,7 +296,9 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		e.n(AttrState) + " IN (" + e.v(":queued", avS(string(StateQueued))) + ", " +
 		e.v(":scheduled", avS(string(StateScheduled))) + ", " + e.v(":retrying", avS(string(StateRetrying))) + ") OR " +
 		deadOK + " OR " +
-		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs + "))" +
+		"(" + e.n(AttrState) + " = " + running + " AND " + e.n(AttrLease) + " <= " + nowMs +
+		// A cancellation requested while it ran: the middleware records it (claimable).
+		" AND attribute_not_exists(" + e.n(AttrCancelAt) + ")))" +
 		// An expired record is replaced by replaceExpired, never updated: a missing exp never expires.
 		" AND (attribute_not_exists(" + e.n(AttrExpires) + ") OR " + e.n(AttrExpires) + " > " +
 		e.v(":nowSec", avN(req.Now.Unix())) + ")"
@@ -340,8 +346,9 @@ func (s *DynamoDBStore) claimUpdate(ctx context.Context, req *ClaimRequest, pk s
 		u.setTo(AttrExpires, e.v(":exp", avN(expSeconds(req.ExpiresAt))))
 	}
 	// A dead job claimed again (redriven) is no longer dead: its reason and dead-lettered message
-	// go (its last error stays, to show what happened before).
-	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason)
+	// go (its last error stays, to show what happened before). A new run starts without the last
+	// run's progress or cancellation request.
+	u.rm(AttrGSI1PK, AttrGSI1SK, AttrDeadMsg, AttrReason, AttrProgress, AttrProgressMsg, AttrProgressAt, AttrCancelAt, AttrCancelWhy)
 
 	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -406,10 +413,19 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 		return err
 	}
 	// Refused: either the claim is gone, or an SDK retry of this very write (whose first response
-	// was lost) found it already done. Tell them apart by reading the record.
+	// was lost) found it already done, or (a failure) the record carries a cancellation request.
+	// Tell them apart by reading the record.
 	rec, gerr := s.getPK(ctx, pk)
-	if gerr == nil && rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)) {
+	switch {
+	case gerr != nil:
+	case rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)):
 		return nil
+	case f.State == StateRetrying && rec.State == StateRunning && rec.Token == f.Token && !rec.CancelRequestedAt.IsZero():
+		f.State, f.Reason = StateCancelled, jobs.ReasonCancelled
+		if err := s.Finish(ctx, f); err != nil {
+			return err
+		}
+		return ErrRecordedCancelled
 	}
 	return err
 }
@@ -421,6 +437,11 @@ func (s *DynamoDBStore) finishWrite(f *Finish) (pk, cond string, u *update) {
 	e := newExpr()
 	cond = e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
+	if f.State == StateRetrying {
+		// A cancellation requested while the job ran turns its failure into a cancellation
+		// (below), never into a retry.
+		cond += " AND attribute_not_exists(" + e.n(AttrCancelAt) + ")"
+	}
 	nowMs := e.v(":now", avN(unixMs(f.Now)))
 	u = &update{e: e}
 	u.setTo(AttrState, e.v(":st", avS(string(f.State))))
@@ -441,6 +462,9 @@ func (s *DynamoDBStore) finishWrite(f *Finish) (pk, cond string, u *update) {
 	}
 	if f.State == StateDead && f.MessageID != "" {
 		u.setTo(AttrDeadMsg, e.v(":deadmsg", avS(f.MessageID)))
+	}
+	if f.Progress != nil {
+		setProgress(u, normalizeProgress(*f.Progress, f.Now))
 	}
 	if f.NotRun {
 		// The claim counted a run that did not happen: take it back in this same write (the
@@ -532,17 +556,66 @@ func (s *DynamoDBStore) FinishAction(f Finish, x Extra) (types.TransactWriteItem
 	return s.action(pk, cond, u), nil
 }
 
-// Renew implements Store: one UpdateItem of the lease, conditioned on the claim's token.
+// Renew implements Store: Touch with the lease alone.
 func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
 	if err := validateRenew(&r); err != nil {
 		return err
 	}
+	_, err := s.Touch(ctx, Touch{Kind: r.Kind, Key: r.Key, JobID: r.JobID, Token: r.Token, LeaseUntil: r.LeaseUntil})
+	return err
+}
+
+// Touch implements Store: one UpdateItem conditioned on the claim's token (and the record
+// running), returning the item after the write (ReturnValues ALL_NEW). It costs the write units
+// of the item's size (1 per KB, the larger of before and after): 1 for a record without a long
+// last error.
+func (s *DynamoDBStore) Touch(ctx context.Context, t Touch) (Record, error) {
+	if err := validateTouch(&t); err != nil {
+		return Record{}, err
+	}
+	pk := s.layout.ItemKey(t.Kind, t.Key, t.JobID)
 	e := newExpr()
-	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(r.Token)) + " AND " +
+	cond := e.n(AttrToken) + " = " + e.v(":tok", avS(t.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
 	u := &update{e: e}
-	u.setTo(AttrLease, e.v(":lease", avN(unixMs(r.LeaseUntil))))
-	return s.conditionalUpdate(ctx, "renew", s.layout.ItemKey(r.Kind, r.Key, r.JobID), cond, u)
+	if !t.LeaseUntil.IsZero() {
+		u.setTo(AttrLease, e.v(":lease", avN(unixMs(t.LeaseUntil))))
+	}
+	if t.Progress != nil {
+		setProgress(u, normalizeProgress(*t.Progress, t.Now))
+	}
+	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyOf(pk),
+		ConditionExpression:       aws.String(cond),
+		UpdateExpression:          aws.String(u.String()),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.valuesOrNil(),
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return Record{}, ErrLeaseLost
+	case err != nil:
+		return Record{}, fmt.Errorf("idempotency: touch %s: %w", pk, err)
+	}
+	rec, err := RecordFromItem(out.Attributes)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: touch %s: %w", pk, err)
+	}
+	return rec, nil
+}
+
+// setProgress adds the SET (and REMOVE, for an empty message) actions of progress p (normalized).
+func setProgress(u *update, p Progress) {
+	u.setTo(AttrProgress, u.e.v(":pfrac", avF(p.Fraction)))
+	u.setTo(AttrProgressAt, u.e.v(":pat", avN(unixMs(p.At))))
+	if p.Message != "" {
+		u.setTo(AttrProgressMsg, u.e.v(":pmsg", avS(p.Message)))
+	} else {
+		u.rm(AttrProgressMsg)
+	}
 }
 
 // conditionalUpdate runs an UpdateItem of the item pk whose failed condition means the claim is
@@ -740,6 +813,24 @@ func (s *DynamoDBStore) Get(ctx context.Context, kind, key string) (Record, erro
 		return byID, nil
 	}
 	return rec, err
+}
+
+// ReadClaim implements ClaimReader: one eventually consistent GetItem of the claim's item (half
+// a read unit per 4 KB; it may miss a write of the last second or so).
+func (s *DynamoDBStore) ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error) {
+	pk := s.layout.ItemKey(kind, key, jobID)
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyOf(pk)}, keepConnection)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: read %s: %w", pk, err)
+	}
+	if len(out.Item) == 0 {
+		return Record{}, ErrNotFound
+	}
+	rec, err := RecordFromItem(out.Item)
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: read %s: %w", pk, err)
+	}
+	return rec, nil
 }
 
 // getPK reads the item pk with a strongly consistent GetItem, or returns ErrNotFound.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // MemoryStore is a Store that keeps records in a map, for one process: tests, local runs and
@@ -21,7 +23,10 @@ type MemoryStore struct {
 	recs map[string]Record // by LayoutByID.ItemKey
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ ClaimReader = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]Record)} }
@@ -54,6 +59,8 @@ func (m *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (ClaimResult,
 	rec.Kind, rec.Key, rec.JobID = req.Kind, req.Key, req.JobID
 	rec.State, rec.Token, rec.LeaseUntil = StateRunning, req.Token, msTime(req.LeaseUntil)
 	rec.Reason, rec.DeadMessageID = "", "" // a dead job claimed again is no longer dead
+	// A new run starts without the last run's progress or cancellation request.
+	rec.Progress, rec.CancelRequestedAt, rec.CancelReason = Progress{}, time.Time{}, ""
 	if req.PayloadHash != "" {
 		rec.PayloadHash = req.PayloadHash
 	}
@@ -82,6 +89,10 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if !ok || rec.State != StateRunning || rec.Token != f.Token {
 		return ErrLeaseLost
 	}
+	var result error
+	if f.State == StateRetrying && !rec.CancelRequestedAt.IsZero() {
+		f.State, f.Reason, result = StateCancelled, jobs.ReasonCancelled, ErrRecordedCancelled
+	}
 	rec.State, rec.UpdatedAt, rec.ExpiresAt = f.State, msTime(f.Now), expTime(f.ExpiresAt)
 	if f.NotRun && rec.Runs > 0 {
 		rec.Runs--
@@ -99,29 +110,46 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 	if f.State == StateDead {
 		rec.DeadMessageID = f.MessageID
 	}
+	if f.Progress != nil {
+		rec.Progress = normalizeProgress(*f.Progress, f.Now)
+	}
 	rec.Token, rec.LeaseUntil = "", time.Time{}
 	m.recs[ik] = rec
-	return nil
+	return result
 }
 
-// Renew implements Store.
+// Renew implements Store: Touch with the lease alone.
 func (m *MemoryStore) Renew(ctx context.Context, r Renewal) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := validateRenew(&r); err != nil {
 		return err
 	}
-	ik := LayoutByID.ItemKey(r.Kind, r.Key, r.JobID)
+	_, err := m.Touch(ctx, Touch{Kind: r.Kind, Key: r.Key, JobID: r.JobID, Token: r.Token, LeaseUntil: r.LeaseUntil})
+	return err
+}
+
+// Touch implements Store.
+func (m *MemoryStore) Touch(ctx context.Context, t Touch) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	if err := validateTouch(&t); err != nil {
+		return Record{}, err
+	}
+	ik := LayoutByID.ItemKey(t.Kind, t.Key, t.JobID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.recs[ik]
-	if !ok || rec.State != StateRunning || rec.Token != r.Token {
-		return ErrLeaseLost
+	if !ok || rec.State != StateRunning || rec.Token != t.Token {
+		return Record{}, ErrLeaseLost
 	}
-	rec.LeaseUntil = msTime(r.LeaseUntil)
+	if !t.LeaseUntil.IsZero() {
+		rec.LeaseUntil = msTime(t.LeaseUntil)
+	}
+	if t.Progress != nil {
+		rec.Progress = normalizeProgress(*t.Progress, t.Now)
+	}
 	m.recs[ik] = rec
-	return nil
+	return rec, nil
 }
 
 // MarkDead implements Store.
@@ -168,6 +196,20 @@ func (m *MemoryStore) Get(ctx context.Context, kind, key string) (Record, error)
 		(!ok || byID.UpdatedAt.After(rec.UpdatedAt)) {
 		rec, ok = byID, true
 	}
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return rec, nil
+}
+
+// ReadClaim implements ClaimReader.
+func (m *MemoryStore) ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[LayoutByID.ItemKey(kind, key, jobID)]
 	if !ok {
 		return Record{}, ErrNotFound
 	}

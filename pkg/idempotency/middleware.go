@@ -26,6 +26,23 @@ type MiddlewareConfig struct {
 	// renewed every Lease/3 while the job runs, and the job's context is cancelled if a renewal
 	// fails. Defaults to 5 minutes.
 	Lease time.Duration
+	// CancelCheck bounds how long a running job goes without its record being looked at for a
+	// cancellation request (pkg/status's Cancel of a running job): a lease renewal or a progress
+	// write returns the record at no extra cost, and when neither happened for CancelCheck the
+	// record is read (ClaimReader: one eventually consistent GetItem, half a read unit). The first
+	// look is one CancelCheck after the claim, so a job shorter than that costs nothing. A
+	// requested cancellation is noticed within about CancelCheck plus a second (the read may lag
+	// a write), and cancels the job's context with a *jobs.CancelRequestError. Defaults to 10
+	// seconds (at most 6 reads, 3 read units, per minute of a job's run); negative: no reads (a
+	// request is then noticed only by renewals and progress writes).
+	CancelCheck time.Duration
+	// ProgressInterval is the shortest time between two progress writes of one job
+	// (jobs.Progress): a report within it is kept in memory, and the latest is written when it has
+	// passed, or with the job's finishing write at no extra cost. Each write is one conditional
+	// write (Store.Touch: 1 write unit for a record under 1 KB) that also tells whether a
+	// cancellation was requested. Defaults to 5 seconds (at most 12 writes per minute of a job
+	// that keeps reporting); negative: progress is written only with the finishing write.
+	ProgressInterval time.Duration
 	// AbandonGrace is added to the context's deadline (Lambda's, less the worker's margin) to make
 	// the lease: a job abandoned at the deadline keeps its claim that long. Match the worker's
 	// AbandonGrace. Defaults to 60 seconds.
@@ -81,6 +98,12 @@ type Stats struct {
 	LeaseRenewals  int64 // successful renewals
 	LeaseLostStops int64 // jobs whose context was cancelled because the lease was lost
 	DeadMarks      int64 // records made dead by RecordDeadLetter (jobs dead-lettered without a claim)
+	CancelChecks   int64 // reads of a running job's record for a cancellation request (CancelCheck)
+	ProgressWrites int64 // progress writes while jobs ran (not counting those in a finishing write)
+	CancelRequests int64 // jobs whose context was cancelled because a cancellation was requested
+	// CancelsRecorded counts jobs asked to cancel whose worker stopped before recording it (a
+	// crash, a timeout): their next delivery recorded the cancellation and dead-lettered them.
+	CancelsRecorded int64
 }
 
 // Middleware claims every job before it runs and records its outcome. It implements the worker's
@@ -92,7 +115,8 @@ type Middleware struct {
 	cache *lru
 	stats struct {
 		claims, duplicates, cacheHits, inProgress, mismatches, storeErrors, finishErrors,
-		failOpenRuns, renewals, leaseLost, deadMarks atomic.Int64
+		failOpenRuns, renewals, leaseLost, deadMarks, cancelChecks, progressWrites, cancelRequests,
+		cancelsRecorded atomic.Int64
 	}
 }
 
@@ -103,6 +127,8 @@ const (
 	DefaultSucceededTTL    = 24 * time.Hour
 	DefaultRecordTTL       = 14 * 24 * time.Hour
 	DefaultStoreRetryDelay = 10 * time.Second
+	DefaultCancelCheck     = 10 * time.Second
+	DefaultProgressWrite   = 5 * time.Second
 )
 
 // NewMiddleware validates cfg and returns the middleware.
@@ -131,6 +157,15 @@ func NewMiddleware(cfg MiddlewareConfig) (*Middleware, error) {
 	}
 	if cfg.Lease < 3*time.Second {
 		return nil, fmt.Errorf("idempotency: Lease %s is too short to renew (at least 3s)", cfg.Lease)
+	}
+	switch {
+	case cfg.CancelCheck == 0:
+		cfg.CancelCheck = DefaultCancelCheck
+	case cfg.CancelCheck > 0 && cfg.CancelCheck < 10*time.Millisecond:
+		return nil, fmt.Errorf("idempotency: CancelCheck %s is too short (at least 10ms; negative turns the checks off)", cfg.CancelCheck)
+	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = DefaultProgressWrite
 	}
 	for kind, ttl := range cfg.KindSucceededTTL {
 		if ttl <= 0 {
@@ -170,6 +205,8 @@ func (m *Middleware) Stats() Stats {
 		InProgress: s.inProgress.Load(), Mismatches: s.mismatches.Load(), StoreErrors: s.storeErrors.Load(),
 		FinishErrors: s.finishErrors.Load(), FailOpenRuns: s.failOpenRuns.Load(),
 		LeaseRenewals: s.renewals.Load(), LeaseLostStops: s.leaseLost.Load(), DeadMarks: s.deadMarks.Load(),
+		CancelChecks: s.cancelChecks.Load(), ProgressWrites: s.progressWrites.Load(), CancelRequests: s.cancelRequests.Load(),
+		CancelsRecorded: s.cancelsRecorded.Load(),
 	}
 }
 
@@ -213,42 +250,57 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		return jobs.Defer(m.jitter(m.cfg.StoreRetryDelay), fmt.Errorf("idempotency: claim %s: %w", job.Key, err))
 	}
 	if !res.Claimed {
+		if rec := &res.Record; rec.State == StateRunning && !rec.CancelRequestedAt.IsZero() && !rec.LeaseUntil.After(now) &&
+			(rec.PayloadHash == "" || rec.PayloadHash == hash) {
+			return m.recordCancel(ctx, job, rec, now)
+		}
 		return m.refused(job, &res.Record, hash, now)
 	}
 	m.stats.claims.Add(1)
 	job.Attempt = res.Record.Runs
 
 	result := &resultHolder{}
-	runCtx := context.WithValue(ctx, resultKey{}, result)
-	var stopRenew func()
-	if renew {
-		runCtx, stopRenew = m.renewWhileRunning(runCtx, job, token)
+	runCtx, ctl := m.startControl(context.WithValue(ctx, resultKey{}, result), job, token, renew)
+	workErr := m.run(runCtx, job, token, next, ctl, result)
+	progress, requested := ctl.stop()
+	if requested != nil && cancellable(workErr) {
+		// The job stopped (or failed) after a cancellation was requested: it is cancelled, not
+		// retried. A job that finished anyway keeps what happened.
+		workErr = jobs.Cancel(fmt.Errorf("%w; the job returned: %w", requested, workErr))
 	}
-	workErr := m.run(runCtx, job, token, next, stopRenew, result)
-	if stopRenew != nil {
-		stopRenew()
+	if m.finish(ctx, job, token, workErr, result, progress) {
+		// It failed before its worker noticed a cancellation request: recorded as cancelled.
+		workErr = jobs.Cancel(fmt.Errorf("%w; the job returned: %w", ErrRecordedCancelled, workErr))
 	}
-	m.finish(ctx, job, token, workErr, result)
 	if workErr == nil && m.cache != nil {
 		m.cache.add(ik, hash, m.cfg.Now().Add(m.succeededTTL(job.Kind)))
 	}
 	return workErr
 }
 
-// run calls next. If the job panics, the renewal stops and the failure is recorded before the
-// panic goes on to the worker (which turns it into the item's failure), so that the claim does
-// not stay "running" and keep the job from ever running again.
-func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next func(context.Context) error, stopRenew func(), result *resultHolder) error {
+// run calls next. If the job panics, the control loop stops and the failure is recorded before
+// the panic goes on to the worker (which turns it into the item's failure), so that the claim
+// does not stay "running" and keep the job from ever running again.
+func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next func(context.Context) error, ctl *control, result *resultHolder) error {
 	defer func() {
 		if v := recover(); v != nil {
-			if stopRenew != nil {
-				stopRenew()
-			}
-			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v), result)
+			progress, _ := ctl.stop()
+			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v), result, progress)
 			panic(v)
 		}
 	}()
 	return next(ctx)
+}
+
+// cancellable reports whether a job's error becomes a cancellation when a cancellation was
+// requested while it ran: any failure but a dead letter that says something else (args that do
+// not decode, a middleware's reason).
+func cancellable(err error) bool {
+	var (
+		dead *jobs.DeadLetterError
+		args *jobs.ArgsError
+	)
+	return err != nil && !errors.Is(err, jobs.ErrSkipped) && !errors.As(err, &dead) && !errors.As(err, &args)
 }
 
 // lease returns the claim's end, and whether it must be renewed (no deadline).
@@ -297,12 +349,35 @@ func (m *Middleware) refused(job *jobs.Info, rec *Record, hash string, now time.
 	}
 }
 
-// finish records the job's outcome. A failed write is logged and counted; the job's own result
-// stands (a success is acknowledged all the same).
-func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder) {
+// recordCancel records the cancellation of a job asked to cancel while it ran, whose worker
+// stopped (a crash, a timeout) before it could record it: the claim's lease has ended, and no
+// other claim may take the job over (Store.Claim). It finishes the old claim as cancelled (with
+// its token, from the record) and dead-letters this delivery with the reason "cancelled".
+func (m *Middleware) recordCancel(ctx context.Context, job *jobs.Info, rec *Record, now time.Time) error {
+	req := &jobs.CancelRequestError{RequestedAt: rec.CancelRequestedAt, Reason: rec.CancelReason}
+	err := m.cfg.Store.Finish(ctx, Finish{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: rec.Token,
+		State: StateCancelled, Reason: jobs.ReasonCancelled, MessageID: job.MessageID, Now: now, ExpiresAt: now.Add(m.cfg.RecordTTL),
+		Error: "the run asked to cancel stopped before recording it (its worker crashed or timed out)"})
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		// Recorded meanwhile (by its worker, late, or by another delivery): decide again.
+		return jobs.Defer(m.jitter(time.Second), fmt.Errorf("idempotency: claim of %q refused: its record changed", job.Key))
+	case err != nil:
+		m.stats.storeErrors.Add(1)
+		return jobs.Defer(m.jitter(m.cfg.StoreRetryDelay), fmt.Errorf("idempotency: record the cancellation of %s: %w", job.Key, err))
+	}
+	m.stats.cancelsRecorded.Add(1)
+	return jobs.DeadLetter(jobs.ReasonCancelled, &refusal{msg: req.Error() + "; its run stopped before recording it", noMark: true})
+}
+
+// finish records the job's outcome, with the run's last progress report not yet written. A
+// failed write is logged and counted; the job's own result stands (a success is acknowledged all
+// the same). It reports whether the store recorded a failure as cancelled instead
+// (ErrRecordedCancelled).
+func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder, progress *Progress) bool {
 	now := m.cfg.Now()
 	f := Finish{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token, MessageID: job.MessageID, Now: now,
-		ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta}
+		ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta, Progress: progress}
 	switch state, reason := Outcome(job, workErr); state {
 	case StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
@@ -320,14 +395,20 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 	defer cancel()
 	wctx, endFinish := jobs.StartStep(wctx, "idempotency.finish")
 	err := m.cfg.Store.Finish(wctx, f)
+	if errors.Is(err, ErrRecordedCancelled) {
+		endFinish(nil)
+		m.cfg.Logger.InfoContext(ctx, "sqsworker: the job failed after a cancellation was requested; recorded as cancelled",
+			"job_id", job.ID, "kind", job.Kind, "key", job.Key)
+		return true
+	}
 	endFinish(err)
 	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
-			// Cancelled while it ran, or taken over after its lease expired: the record is
+			// Taken over after its lease expired, or finished by an operator: the record is
 			// someone else's now, which is what should happen.
 			m.cfg.Logger.WarnContext(ctx, "sqsworker: the job's claim was taken while it ran; its outcome is not recorded",
 				"job_id", job.ID, "kind", job.Kind, "key", job.Key, "state", f.State)
-			return
+			return false
 		}
 		m.stats.finishErrors.Add(1)
 		m.cfg.Logger.ErrorContext(ctx, "sqsworker: could not record the job's outcome", "job_id", job.ID, "kind", job.Kind,
@@ -336,6 +417,7 @@ func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, w
 			m.cfg.OnFinishError(ctx, job, err)
 		}
 	}
+	return false
 }
 
 // notRun reports whether the worker refused to run the claimed job as exhausted: its attempt was
@@ -442,8 +524,9 @@ func SetResult(ctx context.Context, v []byte) error {
 }
 
 // Outcome returns the state (and dead-letter reason) a job's result leads to, as the worker
-// decides it: nil succeeds; Cancel, DeadLetter, undecodable args and a failure on the last
-// attempt are dead; other failures retry.
+// decides it: nil succeeds; a job stopped on a cancellation request (a jobs.CancelError wrapping
+// jobs.ErrCancelRequested) is cancelled; Cancel, DeadLetter, undecodable args and a failure on the
+// last attempt are dead; other failures retry.
 func Outcome(job *jobs.Info, err error) (State, string) {
 	if err == nil || errors.Is(err, jobs.ErrSkipped) {
 		return StateSucceeded, ""
@@ -461,6 +544,8 @@ func Outcome(job *jobs.Info, err error) (State, string) {
 		return StateDead, jobs.ReasonMalformed
 	case errors.As(err, &dead):
 		return StateDead, dead.Reason
+	case errors.As(err, &cancel) && errors.Is(cancel, jobs.ErrCancelRequested):
+		return StateCancelled, jobs.ReasonCancelled // cancelled on request while it ran
 	case errors.As(err, &cancel):
 		return StateDead, jobs.ReasonCancelled
 	case job.Attempt >= job.MaxAttempts:
@@ -482,49 +567,6 @@ func (m *Middleware) jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return d + time.Duration(m.cfg.Rand(int64(d)/2+1))
-}
-
-// renewWhileRunning renews the lease every Lease/3 until stopped; if a renewal fails, the job's
-// context is cancelled (another worker may take the job over).
-func (m *Middleware) renewWhileRunning(ctx context.Context, job *jobs.Info, token string) (context.Context, func()) {
-	runCtx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(m.cfg.Lease / 3)
-		defer t.Stop()
-		failures := 0
-		for {
-			select {
-			case <-done:
-				return
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				err := m.cfg.Store.Renew(runCtx, Renewal{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token,
-					LeaseUntil: m.cfg.Now().Add(m.cfg.Lease)})
-				if err == nil {
-					m.stats.renewals.Add(1)
-					failures = 0
-					continue
-				}
-				// A transient store error is retried at the next tick (the lease still has a third
-				// of its length left); a lost lease, or a second failure in a row, stops the job.
-				if failures++; !errors.Is(err, ErrLeaseLost) && failures < 2 {
-					m.cfg.Logger.WarnContext(ctx, "sqsworker: lease renewal failed; retrying", "job_id", job.ID, "error", err)
-					continue
-				}
-				m.stats.leaseLost.Add(1)
-				m.cfg.Logger.ErrorContext(ctx, "sqsworker: lease renewal failed; cancelling the job", "job_id", job.ID,
-					"kind", job.Kind, "key", job.Key, "error", err)
-				cancel(fmt.Errorf("idempotency: lease lost: %w", err))
-				return
-			}
-		}
-	}()
-	return runCtx, func() { close(done); wg.Wait(); cancel(nil) }
 }
 
 // lru remembers recently completed keys with their expiry.

@@ -447,11 +447,11 @@ func (c *countingStore) Claim(ctx context.Context, req idempotency.ClaimRequest)
 	return c.Store.Claim(ctx, req)
 }
 
-// lostLeaseStore fails renewals, as when another worker took the job over.
+// lostLeaseStore fails renewals (touches), as when another worker took the job over.
 type lostLeaseStore struct{ idempotency.Store }
 
-func (lostLeaseStore) Renew(context.Context, idempotency.Renewal) error {
-	return idempotency.ErrLeaseLost
+func (lostLeaseStore) Touch(context.Context, idempotency.Touch) (idempotency.Record, error) {
+	return idempotency.Record{}, idempotency.ErrLeaseLost
 }
 
 func TestLeaseRenewalInAContainer(t *testing.T) {

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,16 +22,54 @@ const maxClaimRounds = 4
 
 // TruncateError returns s as a store keeps it: invalid UTF-8 replaced by U+FFFD (DynamoDB strings
 // must be UTF-8), then cut to at most MaxErrorBytes bytes on a rune boundary.
-func TruncateError(s string) string {
+func TruncateError(s string) string { return TruncateText(s, MaxErrorBytes) }
+
+// TruncateText returns s as a store keeps a bounded text: invalid UTF-8 replaced by U+FFFD, then
+// cut to at most n bytes on a rune boundary.
+func TruncateText(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxErrorBytes {
+	if len(s) <= n {
 		return s
 	}
-	i := MaxErrorBytes
+	i := n
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
 	}
 	return s[:i]
+}
+
+// progressScale is the precision stores keep a progress fraction at: 4 decimal places.
+const progressScale = 1e4
+
+// ValidProgress reports whether f is a progress fraction: a number from 0 to 1.
+func ValidProgress(f float64) bool { return f >= 0 && f <= 1 } // false for NaN
+
+// normalizeProgress returns p as stores keep it: the fraction at 4 decimal places, the message
+// valid UTF-8 of at most MaxProgressMessageBytes, the time to the millisecond (defaulting to now).
+func normalizeProgress(p Progress, now time.Time) Progress {
+	p.Fraction = math.Round(p.Fraction*progressScale) / progressScale
+	p.Message = TruncateText(p.Message, MaxProgressMessageBytes)
+	if p.At.IsZero() {
+		p.At = now
+	}
+	p.At = msTime(p.At)
+	return p
+}
+
+func validateTouch(t *Touch) error {
+	switch {
+	case t.Kind == "" || t.Key == "":
+		return fmt.Errorf("%w: touch without a Kind or Key", errInvalid)
+	case t.Token == "":
+		return fmt.Errorf("%w: touch without a token", errInvalid)
+	case t.LeaseUntil.IsZero() && t.Progress == nil:
+		return fmt.Errorf("%w: touch with nothing to write (no LeaseUntil, no Progress)", errInvalid)
+	case t.Progress != nil && !ValidProgress(t.Progress.Fraction):
+		return fmt.Errorf("%w: touch with progress %v (want 0 to 1)", errInvalid, t.Progress.Fraction)
+	case t.Progress != nil && t.Progress.At.IsZero() && t.Now.IsZero():
+		return fmt.Errorf("%w: touch with progress but neither Progress.At nor Now", errInvalid)
+	}
+	return nil
 }
 
 // unixMs returns t in unix milliseconds.
@@ -68,7 +107,11 @@ func expTime(t time.Time) time.Time {
 // req.Now): its state allows it, or it is running with a lease that has ended, and its payload
 // hash is absent or equal.
 func claimable(rec *Record, req *ClaimRequest) bool {
-	stateOK := rec.State.Claimable() || rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now))
+	// A running record whose lease has ended is taken over, unless a cancellation was requested
+	// while it ran: its worker stopped (crashed, timed out) before it could record the
+	// cancellation, and the middleware records it instead (Middleware.refused).
+	stateOK := rec.State.Claimable() ||
+		rec.State == StateRunning && !msTime(rec.LeaseUntil).After(msTime(req.Now)) && rec.CancelRequestedAt.IsZero()
 	if rec.State == StateDead && req.MessageID != "" && rec.DeadMessageID == req.MessageID {
 		stateOK = false // the dead-lettered message itself came back: its DLQ send failed
 	}
@@ -109,6 +152,8 @@ func validateFinish(f *Finish) error {
 		return fmt.Errorf("%w: finish without a Token", errInvalid)
 	case f.Now.IsZero():
 		return fmt.Errorf("%w: finish without Now", errInvalid)
+	case f.Progress != nil && !ValidProgress(f.Progress.Fraction):
+		return fmt.Errorf("%w: finish with progress %v (want 0 to 1)", errInvalid, f.Progress.Fraction)
 	}
 	switch f.State {
 	case StateSucceeded, StateRetrying, StateDead, StateCancelled:
@@ -232,6 +277,11 @@ func normalize(r Record) Record {
 	r.UpdatedAt = msTime(r.UpdatedAt)
 	r.ExpiresAt = expTime(r.ExpiresAt)
 	r.LastError = TruncateError(r.LastError)
+	if !r.Progress.IsZero() {
+		r.Progress = normalizeProgress(r.Progress, r.Progress.At)
+	}
+	r.CancelRequestedAt = msTime(r.CancelRequestedAt)
+	r.CancelReason = TruncateText(r.CancelReason, MaxCancelReasonBytes)
 	if len(r.Result) > MaxResultBytes {
 		r.Result = r.Result[:MaxResultBytes]
 	}

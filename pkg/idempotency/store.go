@@ -3,7 +3,10 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // State is a job record's state in the status lifecycle:
@@ -70,7 +73,34 @@ type Record struct {
 	// ExpiresAt is when the record stops counting (zero: never). An expired record is treated as
 	// absent, whatever DynamoDB's TTL deletion lag.
 	ExpiresAt time.Time
+	// Progress is the last progress the running (or last) run reported (jobs.Progress), written
+	// by Touch or with the run's Finish; its At is zero when the run reported none. A claim
+	// removes it: a new run starts without progress.
+	Progress Progress
+	// CancelRequestedAt is when a cancellation of the running job was requested (pkg/status's
+	// Cancel of a job whose claim is live); zero when none was. The worker holding the claim
+	// learns of it from the record a Touch returns (or from a read) and cancels the job's
+	// context. It stays on the record after the run as a trace of the request; a claim removes
+	// it.
+	CancelRequestedAt time.Time
+	// CancelReason is the reason given with the cancellation request (at most
+	// MaxCancelReasonBytes), "" when none was.
+	CancelReason string
 }
+
+// Progress is a running job's progress as it reported it (jobs.Progress).
+type Progress struct {
+	// Fraction is how far the job is, from 0 to 1 (stores keep 4 decimal places).
+	Fraction float64
+	// Message says what the job is doing, at most MaxProgressMessageBytes of valid UTF-8. It is
+	// the job's own text: show it escaped.
+	Message string
+	// At is when the job reported it; zero: no progress.
+	At time.Time
+}
+
+// IsZero reports whether p is no progress at all.
+func (p Progress) IsZero() bool { return p.At.IsZero() }
 
 // Expired reports whether the record has expired at now.
 func (r *Record) Expired(now time.Time) bool {
@@ -148,6 +178,22 @@ type Finish struct {
 	// Meta is the job's envelope meta (nil when it has none), as in ClaimRequest: stores ignore
 	// it, a wrapping Store may act on it.
 	Meta map[string]string
+	// Progress, when not nil, is the run's last progress report that no Touch has written yet:
+	// the finishing write records it at no extra cost. Nil keeps what the record has.
+	Progress *Progress
+}
+
+// Touch updates a running claim's record under its token (Store.Touch): it renews the lease,
+// records the job's progress, or both. Every field it writes is optional, but it must write one.
+type Touch struct {
+	// Kind, Key and JobID name the record as the claim's ClaimRequest did; Token is the claim's.
+	Kind, Key, JobID, Token string
+	// Now is the time of the write: Progress.At defaults to it (required then).
+	Now time.Time
+	// LeaseUntil, when not zero, is the lease's new end (a renewal).
+	LeaseUntil time.Time
+	// Progress, when not nil, replaces the record's progress (its At defaults to Now).
+	Progress *Progress
 }
 
 // Renewal extends a claim's lease.
@@ -186,15 +232,26 @@ type DeadMark struct {
 type Store interface {
 	// Claim starts a job, with one conditional write. It succeeds when there is no record, or it
 	// expired, or its state is claimable (a dead record only from another message than the one
-	// that was dead-lettered), or it is running with an expired lease — and the payload hash
-	// matches (or the record has none). Otherwise it returns Claimed false and the
-	// record.
+	// that was dead-lettered), or it is running with an expired lease and no cancellation
+	// request — and the payload hash matches (or the record has none). Otherwise it returns
+	// Claimed false and the record.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Finish records the outcome of the claim named by f.Token. It returns ErrLeaseLost when the
-	// record is no longer held with that token.
+	// record is no longer held with that token. A Finish to StateRetrying of a record that
+	// carries a cancellation request records StateCancelled (reason "cancelled") instead and
+	// returns ErrRecordedCancelled; the other states are recorded as they are (what happened).
 	Finish(ctx context.Context, f Finish) error
-	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost.
+	// Renew extends the lease of the claim named by r.Token, or returns ErrLeaseLost. It is
+	// Touch with LeaseUntil alone, without the record.
 	Renew(ctx context.Context, r Renewal) error
+	// Touch updates the record of the running claim named by t.Token with one conditional write
+	// (a lease renewal, a progress report, or both) and returns the record after the write, so
+	// that the claim's holder also learns, at no extra cost, whether a cancellation of the job
+	// was requested (Record.CancelRequestedAt). It does not change the record's state or
+	// UpdatedAt (the time of its last state change). It returns ErrLeaseLost when the record is
+	// no longer running under that token (finished, cancelled, taken over after its lease
+	// ended).
+	Touch(ctx context.Context, t Touch) (Record, error)
 	// Get returns the record of a job key, or ErrNotFound. When the key may also be a job's id
 	// whose record is kept under that id (Layout), the most recently updated of the two records is
 	// returned.
@@ -212,10 +269,25 @@ type Store interface {
 	MarkDead(ctx context.Context, d DeadMark) (bool, error)
 }
 
+// ClaimReader is implemented by stores that can read the record of a running claim with one
+// cheap read: the middleware's cancellation checks use it (MiddlewareConfig.CancelCheck), and
+// Store.Get otherwise. Both stores here implement it.
+type ClaimReader interface {
+	// ReadClaim returns the record the claim of (kind, key, jobID) wrote, named as the claim's
+	// ClaimRequest named it, or ErrNotFound. The read may lag the latest write by about a
+	// second (DynamoDBStore: one eventually consistent GetItem, half a read unit per 4 KB).
+	ReadClaim(ctx context.Context, kind, key, jobID string) (Record, error)
+}
+
 // Errors stores return.
 var (
 	ErrNotFound  = errors.New("idempotency: no record")
 	ErrLeaseLost = errors.New("idempotency: the claim is no longer held")
+	// ErrRecordedCancelled is returned by a Finish to StateRetrying of a claim whose record
+	// carries a cancellation request (Record.CancelRequestedAt): the job failed before its worker
+	// noticed the request, and the store recorded it as cancelled instead (reason "cancelled"),
+	// so that it is not run again. It wraps jobs.ErrCancelRequested.
+	ErrRecordedCancelled = fmt.Errorf("idempotency: recorded as cancelled, not retrying: %w", jobs.ErrCancelRequested)
 )
 
 // MaxErrorBytes bounds the error text a store keeps, far below DynamoDB's 400 KB item limit.
@@ -223,3 +295,10 @@ const MaxErrorBytes = 4 << 10
 
 // MaxResultBytes bounds a stored result (SetResult).
 const MaxResultBytes = 16 << 10
+
+// MaxProgressMessageBytes bounds a progress message: stores cut a longer one on a UTF-8
+// boundary (TruncateText).
+const MaxProgressMessageBytes = jobs.MaxProgressMessageBytes
+
+// MaxCancelReasonBytes bounds the reason kept with a cancellation request (TruncateText).
+const MaxCancelReasonBytes = 512

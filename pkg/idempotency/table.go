@@ -49,6 +49,12 @@ const (
 	AttrExpires = "exp"      // N: unix SECONDS, the table's TTL attribute
 	AttrGSI1PK  = "gsi1pk"   // S: StatusPartition(state, pk, shards), only for StatusIndexed states
 	AttrGSI1SK  = "gsi1sk"   // N: unix ms of the write that set the state
+
+	AttrProgress    = "prog_frac"  // N: the last progress fraction, 0-1 (4 decimal places)
+	AttrProgressMsg = "prog_msg"   // S: the last progress message, at most MaxProgressMessageBytes
+	AttrProgressAt  = "prog_at"    // N: unix ms of the last progress report
+	AttrCancelAt    = "cxl_at"     // N: unix ms of a cancellation request of the running job
+	AttrCancelWhy   = "cxl_reason" // S: the request's reason, at most MaxCancelReasonBytes
 )
 
 // Index names of a job table.
@@ -332,6 +338,23 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	if v, ok := num(AttrExpires); ok {
 		r.ExpiresAt = time.Unix(v, 0).UTC()
 	}
+	if at := ms(AttrProgressAt); !at.IsZero() {
+		r.Progress.At = at
+		r.Progress.Message = str(AttrProgressMsg)
+		if av, ok := item[AttrProgress]; ok {
+			n, ok := av.(*types.AttributeValueMemberN)
+			f, err := 0.0, error(nil)
+			if ok {
+				f, err = strconv.ParseFloat(n.Value, 64)
+			}
+			if !ok || err != nil || !ValidProgress(f) {
+				errs = append(errs, fmt.Errorf("attribute %s = %v is not a progress fraction", AttrProgress, av))
+			}
+			r.Progress.Fraction = f
+		}
+	}
+	r.CancelRequestedAt = ms(AttrCancelAt)
+	r.CancelReason = str(AttrCancelWhy)
 	if len(errs) > 0 {
 		return Record{}, fmt.Errorf("idempotency: malformed item %q: %w", str(AttrPK), errors.Join(errs...))
 	}
@@ -393,6 +416,14 @@ func (l Layout) Item(r Record, shards int) map[string]types.AttributeValue {
 	if !r.ExpiresAt.IsZero() {
 		item[AttrExpires] = avN(expSeconds(r.ExpiresAt))
 	}
+	if !r.Progress.IsZero() {
+		p := normalizeProgress(r.Progress, r.Progress.At)
+		item[AttrProgress] = avF(p.Fraction)
+		setS(AttrProgressMsg, p.Message)
+		setMs(AttrProgressAt, p.At)
+	}
+	setMs(AttrCancelAt, r.CancelRequestedAt)
+	setS(AttrCancelWhy, TruncateText(r.CancelReason, MaxCancelReasonBytes))
 	if StatusIndexed(r.State) {
 		item[AttrGSI1PK] = avS(StatusPartition(r.State, pk, shards))
 		var sk int64
@@ -405,6 +436,11 @@ func (l Layout) Item(r Record, shards int) map[string]types.AttributeValue {
 }
 
 func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// avF is a number attribute of a progress fraction (already rounded).
+func avF(f float64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatFloat(f, 'f', -1, 64)}
+}
 
 func avN(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}

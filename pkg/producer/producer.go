@@ -429,7 +429,9 @@ func (p *Producer) EnqueueIn(ctx context.Context, args jobs.Args, d time.Duratio
 // Cancel cancels a job: it deletes its schedule, if it was delayed through the scheduler, and
 // marks it cancelled in the job table (Config.Status must then implement Canceller), so that a
 // copy already sent is acknowledged without running. key is the job's key ("" for its id). A
-// job already running finishes its run; a job that already succeeded cannot be cancelled.
+// job running now is asked to stop (status.Table.Cancel: its worker cancels the job's context
+// within about 10 seconds, and a job that stops ends cancelled); a job that already succeeded
+// cannot be cancelled.
 func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
 	if err := jobs.ValidateKind(kind); err != nil {
 		return invalid("cancel: %v", err)

@@ -13,6 +13,10 @@
 // index. Other states are not indexed, by design: they are the bulk of the table and are looked
 // up one job at a time.
 //
+// [Table.CancelJob] (and [Table.Cancel], lenient) cancels a waiting job at once and asks a running
+// one to stop, by a cancellation request on its record that its worker honours
+// (docs/JOB-CONTROL.md). [Table.Wait] reads a job until it is succeeded, dead or cancelled.
+//
 // Every record has an expiry (the TTL attribute exp). DynamoDB deletes expired items lazily, up
 // to about two days late, so this package compares expiry times itself: List skips expired
 // records, Get and GetByID return them with [Job.Expired] set, and the writes here treat an

@@ -251,7 +251,8 @@ func TestStatusWritesForJobsKeyedByTheirID(t *testing.T) {
 			if res := r.run("k", "order-7", "01X", idempotency.StateSucceeded, true); res.Claimed {
 				t.Errorf("a delivery of key order-7 after Cancel was claimed: %+v", res)
 			}
-			// cancelled while running: the run's outcome is not recorded over it.
+			// running with an expired lease (its worker is gone): cancelled at once, and the run's
+			// outcome is not recorded over it.
 			r.run("k", "01RUN", "01RUN", idempotency.StateRunning, true)
 			if err := tbl.Cancel(ctx, "k", "01RUN", time.Time{}, "stop"); err != nil {
 				t.Fatal(err)

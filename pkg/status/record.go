@@ -149,19 +149,23 @@ func (t *Table) putIfAbsent(ctx context.Context, item map[string]types.Attribute
 const maxCancelRounds = 4
 
 // Cancel marks a job key cancelled: later deliveries of the job are acknowledged without running.
-// A job running now finishes its run, but its outcome is not recorded over the cancellation (the
-// claim token is removed, so the worker's completion write is refused); a worker heartbeat then
-// fails too, which cancels a long job's context in a container.
+// A job running now under a live claim is asked to stop instead (a cancellation request on its
+// record, see CancelResult.Requested): its worker cancels the job's context within about
+// MiddlewareConfig.CancelCheck and records it as cancelled when it returns, or, when it finishes
+// anyway, as what happened. A running record whose lease has ended (its worker is gone) is
+// cancelled at once.
 //
 // The key may be the job's id (a job enqueued without a key, whose record the default layout
 // keeps under its id): Cancel reads both places a record of the key may be (two reads at once) and
 // acts on the more recently updated one. When there is no record (or only expired ones), Cancel
 // writes a new cancelled record, so that a delivery still on its way is acknowledged: under the
 // key and, with idempotency.LayoutByID, also under the id the key would be (two conditional
-// writes), since it cannot tell a key from an id. A record already cancelled is left as it
-// is. A succeeded record is refused with an error wrapping ErrSucceeded. The record's expiry
-// becomes at least at + Config.CancelTTL. at defaults to Config.Now(); reason is shown by Get
-// and List and may be empty.
+// writes), since it cannot tell a key from an id. A record already cancelled, or a running one
+// already asked to cancel, is left as it is. A succeeded record is refused with an error wrapping
+// ErrSucceeded. The record's expiry becomes at least at + Config.CancelTTL. at defaults to
+// Config.Now(); reason is shown by Get and List and may be empty. For an operator's cancel of a
+// job that must exist, use CancelJob, which says what it did and refuses unknown and finished
+// jobs.
 //
 // Cancel reads the record (strongly consistent) and writes it with a condition that it has not
 // changed since, retrying a few times if it has.
@@ -169,46 +173,8 @@ func (t *Table) Cancel(ctx context.Context, kind, key string, at time.Time, reas
 	if err := validKindKey(kind, key); err != nil {
 		return err
 	}
-	if at.IsZero() {
-		at = t.now()
-	}
-	exp := expSeconds(at.Add(t.cancelTTL))
-	for range maxCancelRounds {
-		item, pk, err := t.currentItem(ctx, kind, key)
-		if err != nil {
-			return fmt.Errorf("status: cancel %s/%s: %w", kind, key, err)
-		}
-		var cur *Job
-		if item != nil {
-			j, err := jobFromItem(item, t.now())
-			if err != nil {
-				return err
-			}
-			if !j.Expired {
-				cur = &j
-			}
-		}
-		switch {
-		case cur == nil:
-			err = t.putCancelled(ctx, kind, key, at, reason, exp)
-		case cur.State == idempotency.StateSucceeded:
-			return fmt.Errorf("%w: %s/%s (at %s), so it cannot be cancelled", ErrSucceeded, kind, key,
-				cur.UpdatedAt.Format(time.RFC3339Nano))
-		case cur.State == idempotency.StateCancelled:
-			return nil
-		default:
-			err = t.updateCancelled(ctx, item, pk, at, reason, exp)
-		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			if err != nil {
-				return fmt.Errorf("status: cancel %s/%s: %w", kind, key, err)
-			}
-			return nil
-		}
-		// The record changed between the read and the write: decide again.
-	}
-	return fmt.Errorf("status: cancel %s/%s: the record kept changing (%d attempts)", kind, key, maxCancelRounds)
+	_, err := t.cancel(ctx, kind, key, at, reason, false)
+	return err
 }
 
 // putCancelled writes a new cancelled record where there is none, or only an expired one: under
@@ -246,9 +212,14 @@ func (t *Table) cancelledPut(kind, key, jobID string, at time.Time, reason strin
 // updateCancelled turns the record read as old (live, neither succeeded nor cancelled) into a
 // cancelled one, provided it has not changed since: same state, same update time, same claim
 // token.
-func (t *Table) updateCancelled(ctx context.Context, old map[string]types.AttributeValue, pk string, at time.Time, reason string, exp int64) error {
-	_, err := t.updateItem(ctx, t.cancelledUpdate(old, pk, at, reason, exp))
-	return err
+func (t *Table) updateCancelled(ctx context.Context, old map[string]types.AttributeValue, pk string, at time.Time, reason string, exp int64) (map[string]types.AttributeValue, error) {
+	in := t.cancelledUpdate(old, pk, at, reason, exp)
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := t.updateItem(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return out.Attributes, nil
 }
 
 // cancelledUpdate is updateCancelled's UpdateItem.

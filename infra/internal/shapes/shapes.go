@@ -116,6 +116,11 @@ var All = []Shape{
 	// collide.
 	{"both-outboxes", props(jobqueue.Props{Name: "both", Outbox: &jobqueue.OutboxProps{}, PayloadBucket: true,
 		PostgresOutbox: &jobqueue.PostgresOutboxProps{DSN: "postgres://relay@db.internal:5432/app"}}), nil},
+	// Completion events on a bus of the stack, beside the DynamoDB outbox (two stream mappings
+	// and their failure queues and alarms must not collide); and on the default bus at the
+	// longest name.
+	{"events", props(jobqueue.Props{Name: "ev", Events: &jobqueue.EventsProps{CreateBus: true}, Outbox: &jobqueue.OutboxProps{}, LogLevel: "debug"}), nil},
+	{"long-names-events", props(longest('e', jobqueue.Props{Events: &jobqueue.EventsProps{}, DeletionProtection: true})), nil},
 }
 
 // longest is p with the longest Name its settings allow, made of c.
@@ -192,6 +197,11 @@ func Synth(dir, cdkJSON, asset string, configure func(*jobqueue.JobQueue)) ([]Re
 			o := *p.PostgresOutbox
 			o.Asset = asset
 			p.PostgresOutbox = &o
+		}
+		if p.Events != nil {
+			e := *p.Events
+			e.Asset = asset
+			p.Events = &e
 		}
 		jq, err := jobqueue.New(stack, "Jobs", p)
 		if err != nil {

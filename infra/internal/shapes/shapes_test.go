@@ -162,12 +162,12 @@ func TestSynth(t *testing.T) {
 			}
 			return 0
 		}
-		api, outbox, pg := on(p.Api != nil), on(p.Outbox != nil), on(p.PostgresOutbox != nil)
+		api, outbox, pg, events := on(p.Api != nil), on(p.Outbox != nil), on(p.PostgresOutbox != nil), on(p.Events != nil)
 		n := map[string]int{}
 		for _, r := range s.tmpl.Resources {
 			n[r.Type]++
 		}
-		if n["AWS::Lambda::Function"] != 1+api+outbox+pg || n["AWS::Lambda::Url"] != api || n["AWS::Lambda::EventSourceMapping"] != 1+outbox+len(p.Queues) ||
+		if n["AWS::Lambda::Function"] != 1+api+outbox+pg+events || n["AWS::Lambda::Url"] != api || n["AWS::Lambda::EventSourceMapping"] != 1+outbox+len(p.Queues)+events ||
 			n["AWS::SQS::Queue"] < 2 || n["AWS::DynamoDB::Table"] != 1+outbox || n["AWS::Scheduler::Schedule"] != outbox+pg ||
 			n["AWS::S3::Bucket"] != on(p.PayloadBucket) {
 			t.Errorf("%s: resources %v", s.stack, n)
@@ -446,6 +446,8 @@ var nameLimits = map[string]struct {
 	"AWS::CloudWatch::Alarm":        {"AlarmName", 1, 255, regexp.MustCompile(`^[^\x00-\x1f]+$`)},
 	"AWS::CloudWatch::Dashboard":    {"DashboardName", 1, 255, regexp.MustCompile(`^[A-Za-z0-9_-]+$`)},
 	"AWS::S3::Bucket":               {"BucketName", 3, 63, regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)},
+	// EventBridge CreateEventBus: 1–256 of [/.-_A-Za-z0-9] (names with '/' are partner buses).
+	"AWS::Events::EventBus": {"Name", 1, 256, regexp.MustCompile(`^[/.\-_A-Za-z0-9]+$`)},
 }
 
 // TestNamesWithinLimits: every name the construct writes into any shape's template is within its

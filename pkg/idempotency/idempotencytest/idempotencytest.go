@@ -182,6 +182,13 @@ func checkRecord(t *testing.T, what string, got, want idempotency.Record) {
 	tm("LastAttemptAt", got.LastAttemptAt, want.LastAttemptAt)
 	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
 	tm("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
+	if got.Progress.Fraction != want.Progress.Fraction {
+		diffs = append(diffs, fmt.Sprintf("Progress.Fraction = %v, want %v", got.Progress.Fraction, want.Progress.Fraction))
+	}
+	str("Progress.Message", got.Progress.Message, want.Progress.Message)
+	tm("Progress.At", got.Progress.At, want.Progress.At)
+	tm("CancelRequestedAt", got.CancelRequestedAt, want.CancelRequestedAt)
+	str("CancelReason", got.CancelReason, want.CancelReason)
 	if len(diffs) > 0 {
 		t.Errorf("%s:\n\t%s", what, strings.Join(diffs, "\n\t"))
 	}
@@ -213,6 +220,9 @@ var cases = []testCase{
 	{"WrongTokenLosesLease", wrongToken},
 	{"LeaseTakeover", leaseTakeover},
 	{"RenewExtendsLease", renewExtends},
+	{"TouchUnderTheClaim", touchUnderClaim},
+	{"TouchReturnsCancelRequest", touchReturnsCancelRequest},
+	{"CancelRequestWhileRunning", cancelRequestWhileRunning},
 	{"GetReturnsWhatWasWritten", getRoundTrip},
 	{"ErrorTruncated", errorTruncated},
 	{"ConcurrentClaimsOneWinner", concurrentClaims},
@@ -1135,4 +1145,204 @@ func deadRefusesItsOwnMessage(t *testing.T, e *env) {
 	if rec.Runs != 2 {
 		t.Errorf("runs after the redriven claim = %d, want 2", rec.Runs)
 	}
+}
+
+// touchUnderClaim checks Touch: it renews the lease and records progress under the claim's token
+// alone, returns the record after the write, leaves the state and UpdatedAt alone, and the
+// progress goes with the run (Finish may flush the last one; the next claim removes it).
+func touchUnderClaim(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	r := req(key, "A", t0)
+	want := e.mustClaim(r)
+
+	newLease := t0.Add(3*time.Minute + 7*time.Millisecond)
+	got, err := e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: r.JobID, Token: "A", LeaseUntil: newLease})
+	if err != nil {
+		t.Fatalf("Touch (lease): %v", err)
+	}
+	want.LeaseUntil = newLease
+	checkRecord(t, "Touch (lease) returns the record after the write", got, want)
+	checkRecord(t, "Get after Touch (lease)", e.get(key), want)
+
+	t1 := t0.Add(1500 * time.Millisecond)
+	got, err = e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: r.JobID, Token: "A", Now: t1,
+		Progress: &idempotency.Progress{Fraction: 0.123456, Message: "page 4 of 10"}})
+	if err != nil {
+		t.Fatalf("Touch (progress): %v", err)
+	}
+	want.Progress = idempotency.Progress{Fraction: 0.1235, Message: "page 4 of 10", At: t1}
+	checkRecord(t, "Touch (progress): fraction at 4 decimals, At = Now, lease and UpdatedAt unchanged", got, want)
+
+	// Both at once; a message cut on a rune boundary, invalid UTF-8 replaced; an empty message
+	// replaces the last one.
+	long := strings.Repeat("é", idempotency.MaxProgressMessageBytes) // 2 bytes each
+	t2, lease2 := t0.Add(2*time.Second), t0.Add(4*time.Minute)
+	got, err = e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: r.JobID, Token: "A", LeaseUntil: lease2,
+		Progress: &idempotency.Progress{Fraction: 1, Message: "\xff" + long, At: t2}})
+	if err != nil {
+		t.Fatalf("Touch (lease and progress): %v", err)
+	}
+	if m := got.Progress.Message; len(m) > idempotency.MaxProgressMessageBytes || !utf8.ValidString(m) || !strings.HasPrefix(m, "\uFFFDé") {
+		t.Errorf("progress message kept as %d bytes %q…, want valid UTF-8 of at most %d starting with U+FFFD", len(m), m[:min(len(m), 8)], idempotency.MaxProgressMessageBytes)
+	}
+	if got.Progress.Fraction != 1 || !got.Progress.At.Equal(t2) || !got.LeaseUntil.Equal(lease2) {
+		t.Errorf("after Touch (lease and progress): fraction %v at %v lease %v", got.Progress.Fraction, got.Progress.At, got.LeaseUntil)
+	}
+	got, err = e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: r.JobID, Token: "A", Now: t2,
+		Progress: &idempotency.Progress{Fraction: 0.5}})
+	if err != nil || got.Progress.Message != "" || got.Progress.Fraction != 0.5 {
+		t.Errorf("Touch with an empty message: %v, progress %+v, want 0.5 with no message", err, got.Progress)
+	}
+
+	// Refused: another token, a finished claim, a key without a record.
+	before := e.get(key)
+	for name, tch := range map[string]idempotency.Touch{
+		"wrong-token": {Kind: kind, Key: key, JobID: r.JobID, Token: "X", LeaseUntil: t0.Add(time.Hour)},
+		"unknown-key": {Kind: kind, Key: e.key(), Token: "A", LeaseUntil: t0.Add(time.Hour)},
+	} {
+		if _, err := e.s.Touch(e.ctx, tch); !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Touch %s = %v, want ErrLeaseLost", name, err)
+		}
+	}
+	checkRecord(t, "Get after refused touches (want unchanged)", e.get(key), before)
+
+	// Invalid touches are errors, not lost leases, and write nothing.
+	for name, tch := range map[string]idempotency.Touch{
+		"nothing":  {Kind: kind, Key: key, JobID: r.JobID, Token: "A", Now: t2},
+		"no-token": {Kind: kind, Key: key, JobID: r.JobID, LeaseUntil: t0.Add(time.Hour)},
+		"above-1":  {Kind: kind, Key: key, JobID: r.JobID, Token: "A", Now: t2, Progress: &idempotency.Progress{Fraction: 1.01}},
+		"negative": {Kind: kind, Key: key, JobID: r.JobID, Token: "A", Now: t2, Progress: &idempotency.Progress{Fraction: -0.1}},
+		"no-time":  {Kind: kind, Key: key, JobID: r.JobID, Token: "A", Progress: &idempotency.Progress{Fraction: 0.1}},
+	} {
+		if _, err := e.s.Touch(e.ctx, tch); err == nil || errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Touch %s = %v, want an invalid-request error", name, err)
+		}
+	}
+	checkRecord(t, "Get after invalid touches (want unchanged)", e.get(key), before)
+
+	// Finish flushes the last progress in its own write; the next claim starts without it.
+	f := fin(key, "A", idempotency.StateRetrying, t0.Add(3*time.Second))
+	f.JobID, f.Error = r.JobID, "boom"
+	f.Progress = &idempotency.Progress{Fraction: 0.75, Message: "almost"}
+	e.finish(f)
+	if got := e.get(key); got.Progress.Fraction != 0.75 || got.Progress.Message != "almost" || !got.Progress.At.Equal(f.Now) {
+		t.Errorf("after Finish with progress: %+v, want 0.75 almost at %v", got.Progress, f.Now)
+	}
+	if _, err := e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: r.JobID, Token: "A", LeaseUntil: t0.Add(time.Hour)}); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Errorf("Touch after Finish = %v, want ErrLeaseLost", err)
+	}
+	rec := e.mustClaim(req(key, "B", t0.Add(4*time.Second)))
+	if !rec.Progress.IsZero() {
+		t.Errorf("a new claim kept the last run's progress %+v", rec.Progress)
+	}
+	if got := e.get(key); !got.Progress.IsZero() {
+		t.Errorf("Get after a new claim: progress %+v, want none", got.Progress)
+	}
+}
+
+// touchReturnsCancelRequest checks that the record Touch returns carries a cancellation request
+// written on the running record (by pkg/status, seeded here), and that Touch keeps it.
+func touchReturnsCancelRequest(t *testing.T, e *env) {
+	t0 := at(0)
+	key := e.key()
+	rec := claimed(req(key, "A", t0))
+	rec.CancelRequestedAt, rec.CancelReason = t0.Add(2*time.Second), "stop: <b>\u202e"
+	e.seed(rec)
+	got, err := e.s.Touch(e.ctx, idempotency.Touch{Kind: kind, Key: key, JobID: rec.JobID, Token: "A", LeaseUntil: t0.Add(2 * time.Minute)})
+	if err != nil {
+		t.Fatalf("Touch: %v", err)
+	}
+	if !got.CancelRequestedAt.Equal(rec.CancelRequestedAt) || got.CancelReason != rec.CancelReason {
+		t.Errorf("Touch returned cancel request %v %q, want %v %q", got.CancelRequestedAt, got.CancelReason, rec.CancelRequestedAt, rec.CancelReason)
+	}
+	if g := e.get(key); !g.CancelRequestedAt.Equal(rec.CancelRequestedAt) {
+		t.Errorf("Get after Touch: cancel request %v, want %v kept", g.CancelRequestedAt, rec.CancelRequestedAt)
+	}
+}
+
+// cancelRequestWhileRunning checks what a cancellation request on a running record (written by
+// pkg/status, seeded here) does to the claim's holder and to other claims: the holder keeps its
+// claim (Touch, Finish); a failure is recorded as cancelled (ErrRecordedCancelled), other
+// outcomes as they are; no other claim takes the job over, not even after its lease ended; a
+// claim over the finished record removes the request.
+func cancelRequestWhileRunning(t *testing.T, e *env) {
+	t0 := at(0)
+	requested := func(key string) idempotency.Record {
+		rec := claimed(req(key, "A", t0))
+		rec.CancelRequestedAt, rec.CancelReason = t0.Add(time.Second), "operator"
+		e.seed(rec)
+		return rec
+	}
+
+	t.Run("FailureBecomesCancelled", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		if res := e.claim(req(key, "B", t0.Add(2*time.Second))); res.Claimed {
+			t.Fatal("a claim within the lease took a running job over")
+		}
+		f := fin(key, "A", idempotency.StateRetrying, t0.Add(3*time.Second))
+		f.JobID, f.Error = want.JobID, "context canceled"
+		if err := e.s.Finish(e.ctx, f); !errors.Is(err, idempotency.ErrRecordedCancelled) {
+			t.Fatalf("Finish(retrying) of a record with a cancel request = %v, want ErrRecordedCancelled", err)
+		}
+		want.State, want.Reason, want.LastError = idempotency.StateCancelled, "cancelled", f.Error
+		want.Token, want.LeaseUntil, want.UpdatedAt, want.ExpiresAt = "", time.Time{}, f.Now, f.ExpiresAt
+		checkRecord(t, "Get after the failure of a job asked to cancel", e.get(key), want)
+		if res := e.claim(req(key, "C", t0.Add(time.Hour))); res.Claimed {
+			t.Errorf("a cancelled job was claimed again")
+		}
+	})
+
+	t.Run("OtherOutcomesStand", func(t *testing.T) {
+		for _, st := range []idempotency.State{idempotency.StateSucceeded, idempotency.StateDead, idempotency.StateCancelled} {
+			key := e.key()
+			want := requested(key)
+			f := fin(key, "A", st, t0.Add(3*time.Second))
+			f.JobID = want.JobID
+			if st != idempotency.StateSucceeded {
+				f.Reason, f.Error = "cancelled", "stopped"
+			}
+			if err := e.s.Finish(e.ctx, f); err != nil {
+				t.Fatalf("Finish(%s) = %v", st, err)
+			}
+			if got := e.get(key); got.State != st || !got.CancelRequestedAt.Equal(want.CancelRequestedAt) {
+				t.Errorf("after Finish(%s): state %s, cancel request %v; want %s with the request kept", st, got.State, got.CancelRequestedAt, st)
+			}
+		}
+	})
+
+	t.Run("NoTakeoverAfterTheLease", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		res := e.claim(req(key, "B", want.LeaseUntil.Add(time.Second)))
+		if res.Claimed {
+			t.Fatal("a running job asked to cancel was taken over after its lease ended")
+		}
+		if res.Record.Token != "A" || res.Record.CancelRequestedAt.IsZero() {
+			t.Errorf("refusal returned token %q, cancel request %v; want the holder's record with the request", res.Record.Token, res.Record.CancelRequestedAt)
+		}
+		// Whoever records it (the middleware, on the holder's behalf) finishes the old claim.
+		f := fin(key, "A", idempotency.StateCancelled, want.LeaseUntil.Add(2*time.Second))
+		f.JobID, f.Reason = want.JobID, "cancelled"
+		e.finish(f)
+		if got := e.get(key); got.State != idempotency.StateCancelled {
+			t.Errorf("state %s, want cancelled", got.State)
+		}
+	})
+
+	t.Run("ClaimRemovesTheRequest", func(t *testing.T) {
+		key := e.key()
+		want := requested(key)
+		f := fin(key, "A", idempotency.StateDead, t0.Add(3*time.Second))
+		f.JobID, f.Reason = want.JobID, "exhausted"
+		e.finish(f)
+		rec := e.mustClaim(req(key, "B", t0.Add(4*time.Second))) // a redriven dead job
+		if !rec.CancelRequestedAt.IsZero() || rec.CancelReason != "" {
+			t.Errorf("a new claim kept the last run's cancel request (%v %q)", rec.CancelRequestedAt, rec.CancelReason)
+		}
+		if got := e.get(key); !got.CancelRequestedAt.IsZero() {
+			t.Errorf("Get after a new claim: cancel request %v", got.CancelRequestedAt)
+		}
+	})
 }
