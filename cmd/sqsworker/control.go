@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -286,21 +285,7 @@ func deleteSchedule(ctx context.Context, g *globals, cmd *cobra.Command, jobID s
 	return schedule.ScheduleName(jobID)
 }
 
-// safeText escapes job data for a terminal: control characters, bidi controls and invalid UTF-8
-// are shown as Go escapes, so a hostile progress message or reason cannot move the cursor or
-// reorder the line.
-func safeText(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// safeText escapes job data for a terminal (internal/termsafe, as every command does): control
+// characters, bidi controls and invalid UTF-8 are shown as Go escapes, so a hostile progress
+// message or reason cannot move the cursor or reorder the line.
+func safeText(s string) string { return termsafe.Escape(s) }
