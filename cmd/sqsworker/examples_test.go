@@ -189,15 +189,17 @@ func notRunHere(ex example) string {
 		return "needs a PostgreSQL server at the example's address (TestOutboxPostgresCommands runs these commands)"
 	case strings.Contains(ex.line, "...") || strings.Contains(ex.line, "…"):
 		return "holds a placeholder"
+	case first == "wait":
+		return "waits for a job to finish (TestCancelRunningJobFromTheCLI runs wait)"
 	}
 	return ""
 }
 
 // placeholderIDs are ids the examples name that no job on a fresh stack has: such an example
 // may end "not found" (exit 1), and nothing else.
-var placeholderIDs = []string{"01JD5Q2Y7V3M8K4N6P0R2T4W6X", "5fea7756-0ea4-451a-a703-a558b933e274"}
+var placeholderIDs = []string{"01JD5Q2Y7V3M8K4N6P0R2T4W6X", "5fea7756-0ea4-451a-a703-a558b933e274", "album-42", "report.build/2026-11"}
 
-var notFound = regexp.MustCompile(`^sqsworker: no (job|message|recurring schedule) `)
+var notFound = regexp.MustCompile(`^sqsworker: no (job|message|recurring schedule|batch|chain) `)
 
 // TestHelpExamplesRunOnTheEmulator runs the examples of the operating commands against the
 // emulator, in the order a user would (enqueue before status, schedules put before show, pause,
@@ -236,7 +238,9 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 
 	order := []string{"", "enqueue", "status", "jobs", "dlq list", "dlq show", "dlq redrive", "dlq", "dlq purge",
 		"schedules", "schedules put", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules delete",
-		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version", "pause", "limits", "resume"}
+		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version", "pause", "limits", "resume",
+		"cancel", "wait", "batches", "batches list", "batches show", "batches cancel", "batches repair",
+		"chains", "chains list", "chains show", "chains cancel"}
 	byCmd := map[string][]example{}
 	ran := 0
 	for _, ex := range examples(t) {
