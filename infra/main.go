@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,10 +169,36 @@ func PropsFromContext(get func(string) string) (jobqueue.Props, error) {
 			}
 			a.Kinds = append(a.Kinds, k)
 		}
+		// apiDedup ("report.export=unique+debounce,search.reindex=throttle"): the deduplication
+		// rules each kind allows (ApiKind.Dedup; Validate checks the rules themselves).
+		if v := get("apiDedup"); v != "" {
+			seen := map[string]bool{}
+			for _, entry := range strings.Split(v, ",") {
+				kind, rules, ok := strings.Cut(strings.TrimSpace(entry), "=")
+				kind = strings.TrimSpace(kind)
+				i := slices.IndexFunc(a.Kinds, func(k jobqueue.ApiKind) bool { return k.Kind == kind })
+				switch {
+				case !ok || strings.TrimSpace(rules) == "":
+					errs = append(errs, fmt.Errorf("context apiDedup: entry %q: want kind=rule, the rules unique, debounce and throttle joined by +", entry))
+				case i < 0:
+					errs = append(errs, fmt.Errorf("context apiDedup: kind %q is not in apiKinds: rules are for kinds the API may enqueue", kind))
+				case seen[kind]:
+					errs = append(errs, fmt.Errorf("context apiDedup: kind %q is listed twice: join its rules with +", kind))
+				default:
+					seen[kind] = true
+					for _, r := range strings.Split(rules, "+") {
+						a.Kinds[i].Dedup = append(a.Kinds[i].Dedup, strings.TrimSpace(r))
+					}
+				}
+			}
+		}
 		boolean("apiShowDetails", &a.ShowDetails)
 		integer("apiReservedConcurrency", &a.ReservedConcurrency)
 		str("apiAsset", &a.Asset)
 		p.Api = a
+	}
+	if get("apiDedup") != "" && p.Api == nil {
+		errs = append(errs, fmt.Errorf("context apiDedup needs apiKinds: it allows rules to kinds of the API"))
 	}
 	// Several queues: queues ("critical:20,bulk:5,orders:fifo": name, then optionally the event
 	// source's MaxConcurrency and fifo) and routes ("email.send=critical,import.csv=bulk"); the

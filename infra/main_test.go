@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,25 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil || p.Api == nil || len(p.Api.Kinds) != 2 || p.Api.Kinds[0].Kind != "email.send" || p.Api.Kinds[1].MaxArgsBytes != 262144 ||
 		!p.Api.ShowDetails || p.Api.ReservedConcurrency != 5 || p.Api.AuthType != "" {
 		t.Fatalf("api context: %+v, %v", p.Api, err)
+	}
+	p, err = PropsFromContext(func(k string) string {
+		return map[string]string{"apiKinds": "email.send,report.export,search.reindex", "apiDedup": "report.export=unique+debounce, search.reindex = throttle"}[k]
+	})
+	if err != nil || p.Api == nil || len(p.Api.Kinds) != 3 || p.Api.Kinds[0].Dedup != nil ||
+		!slices.Equal(p.Api.Kinds[1].Dedup, []string{"unique", "debounce"}) || !slices.Equal(p.Api.Kinds[2].Dedup, []string{"throttle"}) {
+		t.Fatalf("apiDedup context: %+v, %v", p.Api, err)
+	}
+	_, err = PropsFromContext(func(k string) string {
+		return map[string]string{"apiKinds": "report.export", "apiDedup": "report.export=unique,report.export=debounce,email.send=unique,report.export"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), `context apiDedup: kind "report.export" is listed twice: join its rules with +`) ||
+		!strings.Contains(err.Error(), `context apiDedup: kind "email.send" is not in apiKinds`) ||
+		!strings.Contains(err.Error(), `context apiDedup: entry "report.export": want kind=rule`) {
+		t.Fatalf("apiDedup errors: %v", err)
+	}
+	if _, err = PropsFromContext(func(k string) string { return map[string]string{"apiDedup": "report.export=unique"}[k] }); err == nil ||
+		!strings.Contains(err.Error(), "context apiDedup needs apiKinds") {
+		t.Fatalf("apiDedup without apiKinds: %v", err)
 	}
 	p, err = PropsFromContext(func(k string) string {
 		return map[string]string{"queues": "critical:20, bulk, orders:fifo:4", "routes": "email.send=critical,import.csv=bulk"}[k]
@@ -168,6 +188,29 @@ func TestBuildWithKeyArn(t *testing.T) {
 	}
 }
 
+// TestBuildWithApiDedup synthesizes the app with apiKinds and apiDedup: the API function gets
+// SQSWORKER_API_DEDUP and, for the debounce, the stack's schedule group.
+func TestBuildWithApiDedup(t *testing.T) {
+	app := newApp(t, map[string]any{"stack": "dd", "workerAsset": workerZip, "apiAsset": testasset.ApiZip(workerZip),
+		"apiKinds": "email.send,report.export", "apiDedup": "report.export=unique+debounce"})
+	stack, err := build(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := assertions.Template_FromStack(stack, nil)
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%v", r)
+		}
+	}()
+	tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+		"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+			jobqueue.EnvAPIKinds: "email.send,report.export", jobqueue.EnvAPIDedup: "report.export=debounce+unique",
+			jobqueue.EnvScheduleGroup: "dd-jobs",
+		})},
+	})
+}
+
 func TestBuildRejectsBadContext(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -177,6 +220,10 @@ func TestBuildRejectsBadContext(t *testing.T) {
 		{"duration", map[string]any{"timeout": "30"}, `context timeout="30" is not a Go duration`},
 		{"key alias", map[string]any{"kmsKeyArn": "alias/jobs"}, `context kmsKeyArn="alias/jobs" is not a KMS key ARN`},
 		{"key id", map[string]any{"kmsKeyArn": "arn:aws:kms:us-east-1:111122223333:key/abc"}, `is not a KMS key ARN`},
+		{"dedup rule", map[string]any{"apiKinds": "report.export", "apiDedup": "report.export=uniq", "apiAsset": testasset.ApiZip(workerZip)},
+			`Api.Kinds[0].Dedup (report.export): "uniq" is not a rule`},
+		{"debounce without scheduling", map[string]any{"apiKinds": "report.export", "apiDedup": "report.export=debounce", "disableScheduling": "true",
+			"apiAsset": testasset.ApiZip(workerZip)}, `allows "debounce", which needs scheduling`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.ctx["stack"] = "bad"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,17 @@ const (
 	EnvAPIMaxArgsBytes = "SQSWORKER_API_MAX_ARGS_BYTES"
 	EnvAPISchemas      = "SQSWORKER_API_SCHEMAS"
 	EnvAPIShowDetails  = "SQSWORKER_API_SHOW_DETAILS"
+	// EnvAPIDedup is the allow-list of deduplication rules per kind (ApiKind.Dedup):
+	// "kind=rule+rule,kind=rule", written only when a kind allows one.
+	EnvAPIDedup = "SQSWORKER_API_DEDUP"
+)
+
+// Deduplication rules of pkg/dedup a kind of the API may allow (ApiKind.Dedup); a request asks
+// for one with the field of that name ("unique", "debounce", "throttle").
+const (
+	ApiRuleUnique   = "unique"
+	ApiRuleDebounce = "debounce"
+	ApiRuleThrottle = "throttle"
 )
 
 // Alarm suffixes of the API (AlarmName(Name, suffix)).
@@ -66,6 +78,18 @@ var (
 	ApiTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 	ApiIndexActions = []string{"dynamodb:Query"}
 )
+
+// ApiSchedulerActions are the EventBridge Scheduler calls of the API when a kind allows
+// debounce, on the stack's job schedule group's schedules only: pkg/dedup keeps each debounced
+// job in one one-time schedule through pkg/schedule's Client, ScheduleJob (CreateSchedule; a
+// ConflictException means it exists, nothing is read), RescheduleJob (UpdateSchedule, which
+// replaces the whole schedule on every later enqueue of the key) and CancelJob (DeleteSchedule,
+// for a schedule that lost the race to start the key's job). It neither reads nor lists
+// schedules. With them the API gets iam:PassRole on the scheduler role, to Scheduler only. The
+// rules' items (unique keys, debounced keys, throttle counters) are in the job table, under keys
+// of their own, written with the GetItem, PutItem and UpdateItem of ApiTableActions: no further
+// DynamoDB grant.
+var ApiSchedulerActions = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"}
 
 // ApiProps deploys functions/api, the HTTP producer (POST /jobs, GET /jobs/{id}), behind a
 // Lambda function URL. Deny by default: only Kinds are enqueued, the URL takes only SigV4-signed
@@ -121,6 +145,15 @@ type ApiKind struct {
 	Schema string
 	// SchemaFile is a schema file's path relative to ApiProps.SchemaDir. Defaults to none.
 	SchemaFile string
+	// Dedup lists the deduplication rules of pkg/dedup a request may ask for this kind
+	// (docs/FUNCTIONS.md, "Deduplication"): ApiRuleUnique, ApiRuleDebounce, ApiRuleThrottle,
+	// each once. Any rule needs the job table (not ApiProps.DisableStatus). ApiRuleDebounce also
+	// needs scheduling (not Props.DisableScheduling: debounced jobs wait in one-time schedules of
+	// the stack's group, which send them to the default queue, so the kind may not be routed
+	// to another queue by Props.Routes), and gives the API ApiSchedulerActions on the group's
+	// schedules, iam:PassRole on the scheduler role and the scheduler's environment. Defaults to
+	// none: a request that asks for a rule is refused (403), and the template is as without it.
+	Dedup []string
 }
 
 // Api is the deployed HTTP producer (JobQueue.Api; nil when Props.Api is nil).
@@ -209,6 +242,19 @@ func (a ApiProps) validate() []error {
 		}
 		seen[k.Kind] = true
 		size(fmt.Sprintf("Kinds[%d].MaxArgsBytes", i), k.MaxArgsBytes)
+		rules := map[string]bool{}
+		for _, r := range k.Dedup {
+			switch {
+			case r != ApiRuleUnique && r != ApiRuleDebounce && r != ApiRuleThrottle:
+				bad("Kinds[%d].Dedup (%s): %q is not a rule (want %q, %q or %q)", i, k.Kind, r, ApiRuleUnique, ApiRuleDebounce, ApiRuleThrottle)
+			case rules[r]:
+				bad("Kinds[%d].Dedup (%s): %q is listed twice", i, k.Kind, r)
+			}
+			rules[r] = true
+		}
+		if len(k.Dedup) > 0 && a.DisableStatus {
+			bad("Kinds[%d].Dedup (%s) needs the job table, which DisableStatus leaves out: unique keys, debounced keys and throttle counters are kept in it", i, k.Kind)
+		}
 		switch {
 		case k.Schema != "" && k.SchemaFile != "":
 			bad("Kinds[%d] (%s) has both Schema and SchemaFile: choose one", i, k.Kind)
@@ -235,10 +281,73 @@ func (a ApiProps) validate() []error {
 			}
 		}
 	}
-	if n := envSize(a.environment("https://sqs.xx-xxxxxxxxx-1.amazonaws.com/123456789012/"+strings.Repeat("q", 80), strings.Repeat("t", 255))); n > apiEnvBudget {
+	if n := envSize(a.environment(longestApiRefs)); n > apiEnvBudget {
 		bad("Kinds: the API's environment would be about %d bytes, above Lambda's 4 KB for all variables: move the larger inline schemas to SchemaDir files", n)
 	}
 	return errs
+}
+
+// validateApiDedup reports the deduplication rules of p.Api the rest of p cannot serve: a
+// debounce needs the stack's schedule group, and its schedules send to the default queue.
+func (p Props) validateApiDedup() []error {
+	if p.Api == nil {
+		return nil
+	}
+	var errs []error
+	for i, k := range p.Api.Kinds {
+		if !slices.Contains(k.Dedup, ApiRuleDebounce) {
+			continue
+		}
+		if p.DisableScheduling {
+			errs = append(errs, fmt.Errorf("jobqueue: Api.Kinds[%d].Dedup (%s) allows %q, which needs scheduling: debounced jobs wait in EventBridge Scheduler one-time schedules of the stack's group, which DisableScheduling leaves out", i, k.Kind, ApiRuleDebounce))
+		}
+		if q := p.Routes[k.Kind]; q != "" && q != DefaultQueueName {
+			errs = append(errs, fmt.Errorf("jobqueue: Api.Kinds[%d].Dedup (%s) allows %q, but Routes sends the kind to queue %q: a debounced job's schedule sends it to the default queue (pkg/dedup schedules on one queue), where it would run as misrouted", i, k.Kind, ApiRuleDebounce, q))
+		}
+	}
+	return errs
+}
+
+// debounces reports whether a kind allows ApiRuleDebounce: the API then needs the scheduler.
+func (a ApiProps) debounces() bool {
+	for _, k := range a.Kinds {
+		if slices.Contains(k.Dedup, ApiRuleDebounce) {
+			return true
+		}
+	}
+	return false
+}
+
+// dedupList is SQSWORKER_API_DEDUP: "kind=rule+rule" for each kind that allows a rule, in the
+// order of Kinds, the rules sorted; "" when none does.
+func (a ApiProps) dedupList() string {
+	var entries []string
+	for _, k := range a.Kinds {
+		if len(k.Dedup) == 0 {
+			continue
+		}
+		rules := slices.Sorted(slices.Values(k.Dedup))
+		entries = append(entries, k.Kind+"="+strings.Join(slices.Compact(rules), "+"))
+	}
+	return strings.Join(entries, ",")
+}
+
+// apiRefs are the stack's values the API's environment names (tokens at synthesis).
+type apiRefs struct {
+	queueURL, table                                         string
+	scheduleGroup, queueARN, schedulerRoleARN, schedulerDLQ string
+}
+
+// longestApiRefs are apiRefs at their longest, for the environment's size: SQS names of 80
+// characters, a table name of 255, a schedule group of 64, a role name of 64, in the longest
+// partition and region.
+var longestApiRefs = apiRefs{
+	queueURL:         "https://sqs.us-gov-west-1.amazonaws.com/123456789012/" + strings.Repeat("q", 80),
+	table:            strings.Repeat("t", 255),
+	scheduleGroup:    strings.Repeat("g", 64),
+	queueARN:         "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:" + strings.Repeat("q", 80),
+	schedulerRoleARN: "arn:aws-us-gov:iam::123456789012:role/" + strings.Repeat("r", 64),
+	schedulerDLQ:     "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:" + strings.Repeat("d", 80),
 }
 
 // checkSchema checks that b is a JSON object or boolean (the function compiles it at cold start).
@@ -253,12 +362,22 @@ func checkSchema(b []byte) error {
 	return nil
 }
 
-// environment returns the API's variables for a queue URL and a table name ("" with
-// DisableStatus).
-func (a ApiProps) environment(queueURL, table string) map[string]string {
-	env := map[string]string{EnvQueueURL: queueURL}
+// environment returns the API's variables for the stack's values r (the table's unless
+// DisableStatus, the scheduler's only when a kind allows debounce).
+func (a ApiProps) environment(r apiRefs) map[string]string {
+	env := map[string]string{EnvQueueURL: r.queueURL}
 	if !a.DisableStatus {
-		env[EnvTable] = table
+		env[EnvTable] = r.table
+	}
+	if d := a.dedupList(); d != "" {
+		env[EnvAPIDedup] = d
+	}
+	if a.debounces() {
+		// The fields of the schedule.Config of debounced jobs (functions/internal/config).
+		env[EnvScheduleGroup] = r.scheduleGroup
+		env[EnvQueueARN] = r.queueARN
+		env[EnvSchedulerRoleARN] = r.schedulerRoleARN
+		env[EnvSchedulerDLQARN] = r.schedulerDLQ
 	}
 	kinds := make([]string, len(a.Kinds))
 	schemas := map[string]json.RawMessage{}
@@ -328,7 +447,12 @@ func (jq *JobQueue) api() {
 	})
 	api.LogGroup.GrantWrite(api.Role)
 
-	envStr := a.environment(*jq.Queue.QueueUrl(), *jq.Table.TableName())
+	refs := apiRefs{queueURL: *jq.Queue.QueueUrl(), table: *jq.Table.TableName()}
+	if a.debounces() { // Validate: only with scheduling
+		refs.scheduleGroup = ScheduleGroupName(p.Name)
+		refs.queueARN, refs.schedulerRoleARN, refs.schedulerDLQ = *jq.Queue.QueueArn(), *jq.SchedulerRole.RoleArn(), *jq.SchedulerDLQ.QueueArn()
+	}
+	envStr := a.environment(refs)
 	env := make(map[string]*string, len(envStr))
 	for k, v := range envStr {
 		env[k] = jsii.String(v)
@@ -365,8 +489,9 @@ func (jq *JobQueue) api() {
 	}
 
 	// Sending is all it needs of GrantEnqueue: it refuses delays beyond SQS's 15 minutes, so it
-	// never schedules (no Scheduler actions, no iam:PassRole), and its producer looks nothing up
-	// (sqs:SendMessage only, SendOnlyActions).
+	// schedules nothing but debounced jobs (Scheduler actions and iam:PassRole only when a kind
+	// allows debounce: grantApiDebounce), and its producer looks nothing up (sqs:SendMessage
+	// only, SendOnlyActions).
 	jq.grantSendOnly(jq.Queue, api.Function)
 	if !a.DisableStatus {
 		table := jq.Table.TableArn()
@@ -381,6 +506,9 @@ func (jq *JobQueue) api() {
 		// put and an update).
 		jq.Worker.AddEnvironment(jsii.String(EnvExpectRecords), jsii.String("true"), nil)
 	}
+	if a.debounces() {
+		jq.grantApiDebounce(api)
+	}
 
 	sumOver := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
 	jq.alarm("Api5xxAlarm", AlarmApi5xx, "The HTTP producer answered 5xx: SQS or DynamoDB failed (the function's log says which), or the function failed or timed out.",
@@ -392,6 +520,22 @@ func (jq *JobQueue) api() {
 		Value: api.Url.Url(), Description: jsii.String("The HTTP producer's function URL (POST /jobs, GET /jobs/{id})"),
 	})
 	o.OverrideLogicalId(jsii.String(*jq.Construct.Node().Id() + "ApiUrl"))
+}
+
+// grantApiDebounce gives the API what its debounced jobs call (ApiKind.Dedup with
+// ApiRuleDebounce): ApiSchedulerActions on the schedules of the stack's job group, and
+// iam:PassRole on the scheduler role to Scheduler only, each in a statement of its own.
+func (jq *JobQueue) grantApiDebounce(api *Api) {
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: api.Function, Actions: jsii.Strings(ApiSchedulerActions...), ResourceArns: jsii.Strings(jq.jobSchedulesArn()),
+	})
+	jq.grantPassSchedulerRole(api.Function)
+	suppress(api.Role.Node().TryFindChild(jsii.String("DefaultPolicy")), nagRule{
+		ID: "AwsSolutions-IAM5",
+		Reason: "A kind of the API allows debounce: the API may create, move and delete schedules in this stack's group only, " +
+			"schedule/<this stack's group>/*, since one-time schedule names are per job.",
+		AppliesTo: []any{map[string]any{"regex": "/^Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule\\/" + ScheduleGroupName(jq.Props.Name) + "\\/\\*$/"}},
+	})
 }
 
 // GrantInvokeApi lets grantee call the API's function URL with SigV4-signed requests: as AWS

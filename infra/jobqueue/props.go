@@ -288,6 +288,7 @@ func (p Props) Validate() error {
 	}
 	if p.Api != nil {
 		errs = append(errs, p.Api.validate()...)
+		errs = append(errs, p.validateApiDedup()...)
 	}
 	if p.Outbox != nil {
 		errs = append(errs, p.Outbox.validate()...)

@@ -26,6 +26,15 @@ func TestSingleQueueTemplatesUnchanged(t *testing.T) {
 		"single-fifo":     {Name: "compat", FIFO: true, WorkerEnqueues: true},
 		"single-api-outbox": {Name: "compat", PayloadBucket: true,
 			Api: &ApiProps{Kinds: []ApiKind{{Kind: "email.send"}}}, Outbox: &OutboxProps{}},
+		// The API with its options but no deduplication rule (ApiKind.Dedup): written before the
+		// rules could be allowed, so that a stack whose kinds allow none keeps its template.
+		"single-api-options": {Name: "compat", Api: &ApiProps{
+			Kinds: []ApiKind{
+				{Kind: "email.send", Schema: `{"type": "object", "required": ["to"]}`},
+				{Kind: "report.build", MaxArgsBytes: 262144},
+			},
+			MaxArgsBytes: 16 << 10, ShowDetails: true, LogLevel: "debug", ReservedConcurrency: 5,
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			app := newTestApp(t)

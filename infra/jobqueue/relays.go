@@ -108,10 +108,7 @@ func (jq *JobQueue) grantRelayEnqueue(grantee awsiam.IGrantable, payloads bool) 
 	}
 	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 		Grantee: grantee, Actions: jsii.Strings(RelaySchedulerActions...),
-		ResourceArns: jsii.Strings(*awscdk.Stack_Of(jq.Construct).FormatArn(&awscdk.ArnComponents{
-			Service: jsii.String("scheduler"), Resource: jsii.String("schedule"),
-			ResourceName: jsii.String(ScheduleGroupName(jq.Props.Name) + "/*"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-		})),
+		ResourceArns: jsii.Strings(jq.jobSchedulesArn()),
 	})
 	jq.grantPassSchedulerRole(grantee)
 }

@@ -86,6 +86,15 @@ func (jq *JobQueue) GrantEnqueue(grantee awsiam.IGrantable) {
 	jq.grantPassSchedulerRole(grantee)
 }
 
+// jobSchedulesArn is the ARN of every schedule in the stack's job schedule group,
+// arn:…:scheduler:<region>:<account>:schedule/<group>/*: one-time schedule names are per job.
+func (jq *JobQueue) jobSchedulesArn() string {
+	return *awscdk.Stack_Of(jq.Construct).FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("scheduler"), Resource: jsii.String("schedule"),
+		ResourceName: jsii.String(ScheduleGroupName(jq.Props.Name) + "/*"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+}
+
 // grantPassSchedulerRole lets grantee pass the scheduler role to EventBridge Scheduler only
 // (iam:PassedToService), in a statement of its own.
 func (jq *JobQueue) grantPassSchedulerRole(grantee awsiam.IGrantable) {

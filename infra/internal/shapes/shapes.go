@@ -40,8 +40,8 @@ func props(p jobqueue.Props) func(awscdk.Stack) jobqueue.Props {
 // WorkerStatusQueries), a large batch with a batching window, reserved concurrency with the
 // worker's tuning variables, recursion detection off without scheduling, the longest names
 // Validate accepts, with and without scheduling, the HTTP producer: IAM-authenticated with
-// schemas inline and in a layer, and public (AuthType NONE, its cdk-nag finding suppressed)
-// without the job table; the transactional outbox, on a standard and on a FIFO stack without
+// schemas inline and in a layer, with deduplication rules (a debounce among them), and public
+// (AuthType NONE, its cdk-nag finding suppressed) without the job table; the transactional outbox, on a standard and on a FIFO stack without
 // scheduling; the payload bucket (customer key, a worker that enqueues); the PostgreSQL outbox
 // relay in a VPC, reading an imported secret under a customer key; the longest Name each part
 // allows, with deletion protection; three named queues beside the default one (routes, the API
@@ -73,6 +73,16 @@ var All = []Shape{
 			{Kind: "metrics.rollup"},
 		},
 		MaxArgsBytes: 16 << 10, ShowDetails: true, ReservedConcurrency: 25, LogLevel: "debug",
+	}}), nil},
+	// The API with deduplication rules (ApiKind.Dedup): a debounce (the scheduler's environment
+	// and grants), unique, throttle, and a kind with none.
+	{"api-dedup", props(jobqueue.Props{Name: "dedup", Api: &jobqueue.ApiProps{
+		Kinds: []jobqueue.ApiKind{
+			{Kind: "report.export", Dedup: []string{jobqueue.ApiRuleUnique, jobqueue.ApiRuleDebounce}},
+			{Kind: "search.reindex", Dedup: []string{jobqueue.ApiRuleDebounce, jobqueue.ApiRuleThrottle}},
+			{Kind: "email.digest", Dedup: []string{jobqueue.ApiRuleThrottle}},
+			{Kind: "email.send"},
+		},
 	}}), nil},
 	{"outbox", props(jobqueue.Props{Name: "ob", Outbox: &jobqueue.OutboxProps{}, LogLevel: "debug"}), nil},
 	{"outbox-fifo", props(jobqueue.Props{Name: "obf", FIFO: true, DisableScheduling: true, DeletionProtection: true,

@@ -389,6 +389,57 @@ func TestPassRoleCondition(t *testing.T) {
 	}
 }
 
+// TestSchedulerActionsOnOwnGroup: in every shape, each EventBridge Scheduler action a role is
+// allowed (producers', the worker's with WorkerEnqueues, the relays', the API's when a kind
+// allows debounce) is on the schedules of the stack's job group only, never on the relays'
+// group, another group or "*"; and the API role has Scheduler actions exactly when a kind of
+// its allows debounce.
+func TestSchedulerActionsOnOwnGroup(t *testing.T) {
+	apiScheduling := 0
+	for _, s := range shapes(t) {
+		own := "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/" + jobqueue.ScheduleGroupName(s.JobQueue.Props.Name) + "/*"
+		debounces := false
+		if a := s.JobQueue.Props.Api; a != nil {
+			for _, k := range a.Kinds {
+				debounces = debounces || slices.Contains(k.Dedup, jobqueue.ApiRuleDebounce)
+			}
+		}
+		apiHas := false
+		for id, sts := range s.statements() {
+			onAPI := strings.Contains(render(s.tmpl.Resources[id].Properties["Roles"]), "JobsApiRole")
+			for _, st := range sts {
+				var actions []string
+				for _, a := range list(st["Action"]) {
+					if a := a.(string); strings.HasPrefix(a, "scheduler:") {
+						actions = append(actions, a)
+					}
+				}
+				if len(actions) == 0 {
+					continue
+				}
+				apiHas = apiHas || onAPI
+				for _, r := range list(st["Resource"]) {
+					if render(r) != own {
+						t.Errorf("%s %s: %v on %s, want the schedules of the stack's group, %s", s.stack, id, actions, render(r), own)
+					}
+				}
+				if onAPI && !slices.Equal(slices.Sorted(slices.Values(actions)), jobqueue.ApiSchedulerActions) {
+					t.Errorf("%s %s: the API is allowed %v, want %v", s.stack, id, actions, jobqueue.ApiSchedulerActions)
+				}
+			}
+		}
+		if apiHas != debounces {
+			t.Errorf("%s: the API has Scheduler actions: %v; a kind allows debounce: %v", s.stack, apiHas, debounces)
+		}
+		if apiHas {
+			apiScheduling++
+		}
+	}
+	if apiScheduling == 0 {
+		t.Error("no shape's API debounces: add one (api-dedup)")
+	}
+}
+
 // TestNoActionOnEveryResource: no statement of any shape names Resource "*", except
 // dynamodb:ListStreams, which has no resource-level permission (the stream event source needs it),
 // and the EC2 network-interface actions Lambda needs to attach a function to a VPC (eniActions,
