@@ -134,10 +134,13 @@ func (e *DeferError) Unwrap() error { return e.Err }
 // inner middleware) is recorded as a failed run, which does count. A negative d is treated as 0.
 //
 // Each deferral is a receive of the message, and receives count towards the queue's
-// maxReceiveCount: from the job's third receive, the worker re-sends a fresh copy (receive count
-// 1, attempts_before unchanged) and acknowledges the original instead of hiding it again, so
-// deferrals never move a job to the DLQ behind the worker's back (FIFO queues excepted: a copy
-// would lose its place in its message group, so there the message waits in its visibility).
+// maxReceiveCount, which bounds a Defer: the message is hidden again each time, and SQS's
+// redrive policy moves it to the DLQ once deferred too often. A middleware that bounds the wait
+// itself uses [DeferUntilSince] instead: from the job's third receive, the worker then re-sends a
+// fresh copy (receive count 1, attempts_before unchanged, the deferral's start in its meta) and
+// acknowledges the original, so such deferrals never use up the redrive budget (FIFO queues
+// excepted: a copy would lose its place in its message group, so there the message waits in its
+// visibility).
 func Defer(d time.Duration, err error) error {
 	if d < 0 {
 		d = 0

@@ -185,13 +185,17 @@ const waitResendAfter = 3
 const deferResendAfter = waitResendAfter
 
 // decideDefer handles a job deferred by a middleware (jobs.Defer): it did not run and spends no
-// attempt. Up to its second receive its message is hidden for the delay (capped); from its third
-// receive on a standard queue, a fresh copy (receive count 1, attempts_before unchanged, the
-// deferral's start in its meta when the error says it) is sent with the delay (a delay beyond
-// 15 minutes becomes the copy's run_at, which it waits for without running), and the original is
-// acknowledged. A FIFO message is always hidden: a copy would lose its place in its group.
+// attempt. Its message is hidden for the delay (capped). A deferral that states when it began
+// (DeferError.Since: the middleware bounds how long a job may wait, as pkg/flow does with
+// MaxDeferral and deferred_too_long) is, from its third receive on a standard queue, replaced by a
+// fresh copy instead (receive count 1, attempts_before unchanged, the deferral's start in its
+// meta) sent with the delay (a delay beyond 15 minutes becomes the copy's run_at, which it waits
+// for without running), and the original is acknowledged, so that the wait does not use up the
+// queue's maxReceiveCount. A deferral without a start (a claim held elsewhere, the store
+// unavailable) keeps its message: SQS's redrive policy is its bound, so that nothing defers
+// forever. A FIFO message is always hidden: a copy would lose its place in its group.
 func decideDefer(d *jobs.DeferError, err error, info *jobs.Info, fifo bool, now time.Time, capVis time.Duration) result {
-	if fifo || info.ReceiveCount < deferResendAfter {
+	if fifo || d.Since.IsZero() || info.ReceiveCount < deferResendAfter {
 		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(d.Delay, capVis)}
 	}
 	r := result{outcome: OutcomeDeferred, act: actResend, err: err, delay: min(d.Delay, maxDelay),
