@@ -196,6 +196,7 @@ func (b *batch) prepareEnvelope(ctx context.Context, it *item, body string) {
 	info.Attempt = env.AttemptsBefore + info.ReceiveCount
 	info.EnqueuedAt, info.RunAt, info.Meta, info.RawArgs = env.EnqueuedAt, env.RunAt, env.Meta, env.Args
 	info.TraceParent = env.Meta[jobs.MetaTraceParent]
+	info.Continuation = jobs.ContinuationOf(env.Meta)
 	kind, ok := b.h.cfg.Registry.Lookup(env.Kind)
 	if !ok {
 		it.setPrepared(deadLetter(jobs.ReasonUnknownKind, errUnknownKind(env.Kind)))
@@ -436,16 +437,28 @@ func (b *batch) work(ctx context.Context, it *item, now *time.Time) (res result)
 	return res
 }
 
-// core is the innermost step: the attempt check, the kind's timeout, then the worker.
+// core is the innermost step: the attempt and run-time checks, the kind's timeout and slice,
+// then the worker; a job whose slice ended is continued, within its kind's limits.
 func (b *batch) core(ctx context.Context, it *item) error {
 	info := &it.info
+	opts := it.kind.Options()
 	if info.Attempt > info.MaxAttempts {
 		return jobs.DeadLetter(jobs.ReasonExhausted, errBeyondAttempts(info.Attempt, info.MaxAttempts))
 	}
-	if t := it.kind.Options().Timeout; t > 0 {
+	if info.RunTime >= opts.MaxRunTime {
+		return errRunTimeUsed(info, opts)
+	}
+	if t := opts.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	return it.kind.Run(ctx, info)
+	d, bounded := b.sliceOf(it.kind)
+	ctx, sl := startSlicer(ctx, d, bounded)
+	start := time.Now()
+	err := it.kind.Run(ctx, info)
+	if sl.stop() {
+		err = continued(err)
+	}
+	return limited(err, info, opts, time.Since(start))
 }

@@ -28,6 +28,7 @@ const (
 	OutcomeNotRun       = "not_run"       // not started (FIFO tail, deadline); comes back at once
 	OutcomeAbandoned    = "abandoned"     // still running at the deadline
 	OutcomeDeferred     = "deferred"      // its run_at is in the future; waits without running
+	OutcomeContinued    = "continued"     // its slice ended, or it sleeps: re-sent to continue from its cursor
 )
 
 // Outcome is what became of one message of a batch, as reported to Config.OnBatch.
@@ -92,11 +93,15 @@ type result struct {
 	delay      time.Duration // actResend: DelaySeconds (≤ 15 min)
 	runAt      time.Time     // actResend: the copy's run_at (zero: none)
 	attempts   int           // actResend: the copy's attempts_before
-	ran        bool          // the job (or the malformed hook) was called
-	attempt    int           // the job's attempt as the middleware left it (when ran)
-	duration   time.Duration // how long it ran
-	settled    bool          // a FIFO group already sent it (DLQ or re-send) in order
-	sendErr    error         // the DLQ send or re-send failed: report the item failed
+	// actResend: the copy's continuation count (meta jobs.MetaContinuation), when set
+	setContinuation bool
+	continuation    int
+	scheduled       string        // actResend: the schedule that sends the copy (Config.Scheduler), when used
+	ran             bool          // the job (or the malformed hook) was called
+	attempt         int           // the job's attempt as the middleware left it (when ran)
+	duration        time.Duration // how long it ran
+	settled         bool          // a FIFO group already sent it (DLQ or re-send) in order
+	sendErr         error         // the DLQ send or re-send failed: report the item failed
 }
 
 // maxDelay is SQS's longest DelaySeconds.
@@ -117,8 +122,13 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		cancelErr *jobs.CancelError
 		retryErr  *jobs.RetryAfterError
 		deferErr  *jobs.DeferError
+		contErr   *jobs.ContinueError
 	)
 	switch {
+	case errors.As(err, &contErr):
+		// The run ended without ending the job: no attempt spent (the kind's limits were checked
+		// in core).
+		return decideContinue(contErr, err, info, now)
 	case errors.As(err, &deferErr):
 		// Not run: no attempt spent, so no exhaustion check.
 		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(deferErr.Delay, capVis)}
