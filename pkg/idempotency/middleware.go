@@ -568,10 +568,6 @@ func Outcome(job *jobs.Info, err error) (State, string) {
 		cont   *jobs.ContinueError
 	)
 	switch {
-	case errors.As(err, &cont) && (cont.Delay > 0 || !cont.Until.IsZero()):
-		return StateScheduled, "" // sleeping: it continues at its wake time (a new message)
-	case errors.As(err, &cont):
-		return StateQueued, "" // its slice ended: it continues at once (a new message)
 	case errors.As(err, &deferE):
 		return StateRetrying, ""
 	case errors.As(err, &args):
@@ -582,6 +578,12 @@ func Outcome(job *jobs.Info, err error) (State, string) {
 		return StateCancelled, jobs.ReasonCancelled // cancelled on request while it ran
 	case errors.As(err, &cancel):
 		return StateDead, jobs.ReasonCancelled
+	// A continuation after the dead letters and cancellations, which may wrap one (a cancellation
+	// requested while the job ran, a limit reached).
+	case errors.As(err, &cont) && (cont.Delay > 0 || !cont.Until.IsZero()):
+		return StateScheduled, "" // sleeping: it continues at its wake time (a new message)
+	case errors.As(err, &cont):
+		return StateQueued, "" // its slice ended: it continues at once (a new message)
 	case job.Attempt >= job.MaxAttempts:
 		return StateDead, jobs.ReasonExhausted
 	}

@@ -125,10 +125,6 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		contErr   *jobs.ContinueError
 	)
 	switch {
-	case errors.As(err, &contErr):
-		// The run ended without ending the job: no attempt spent (the kind's limits were checked
-		// in core).
-		return decideContinue(contErr, err, info, now)
 	case errors.As(err, &deferErr):
 		// Not run: no attempt spent, so no exhaustion check.
 		return result{outcome: OutcomeDeferred, act: actRetry, err: err, visibility: min(deferErr.Delay, capVis)}
@@ -138,6 +134,11 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		return deadLetter(deadErr.Reason, err)
 	case errors.As(err, &cancelErr):
 		return deadLetter(jobs.ReasonCancelled, err)
+	case errors.As(err, &contErr):
+		// The run ended without ending the job: no attempt spent (the kind's limits were checked
+		// in core). After the dead letters and cancellations, which may wrap one (a cancellation
+		// requested while the job ran, a limit reached).
+		return decideContinue(contErr, err, info, now)
 	}
 	if info.Attempt >= info.MaxAttempts {
 		return deadLetter(jobs.ReasonExhausted, err)

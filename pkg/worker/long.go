@@ -138,10 +138,10 @@ func limited(err error, info *jobs.Info, opts jobs.KindOptions, ran time.Duratio
 	switch {
 	case info.Continuation+1 > opts.MaxContinuations:
 		return jobs.DeadLetter(jobs.ReasonExhausted, &jobs.LimitError{Limit: jobs.ErrContinuationsExhausted,
-			Continuations: info.Continuation, MaxContinuations: opts.MaxContinuations, RunTime: total, MaxRunTime: opts.MaxRunTime, Err: err})
+			Continuations: info.Continuation, MaxContinuations: opts.MaxContinuations, RunTime: total, MaxRunTime: opts.MaxRunTime, Err: cont.Err})
 	case total >= opts.MaxRunTime:
 		return jobs.DeadLetter(jobs.ReasonExhausted, &jobs.LimitError{Limit: jobs.ErrRunTimeExhausted,
-			Continuations: info.Continuation, MaxContinuations: opts.MaxContinuations, RunTime: total, MaxRunTime: opts.MaxRunTime, Err: err})
+			Continuations: info.Continuation, MaxContinuations: opts.MaxContinuations, RunTime: total, MaxRunTime: opts.MaxRunTime, Err: cont.Err})
 	}
 	return err
 }
