@@ -145,7 +145,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		return nil
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
-		newEnqueueCmd(g), newStatusCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
+		newEnqueueCmd(g), newStatusCmd(g), newCursorCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g), newRunCmd(g), newOutboxCmd(g),
 		newUICmd(g))
 	return root
 }
