@@ -148,6 +148,7 @@ type jobData struct {
 	Envelope  *envelopeView
 	Dead      *deadLetterView
 	Scheduled *scheduledView
+	Long      *longJobView // a long job's cursor, continuations and run time (longjob.go)
 	Notes     []string
 	// SignInToSee: the DLQ was not read because the viewer has not signed in.
 	SignInToSee bool
@@ -237,7 +238,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rec != nil {
-		data.Found, data.Record = true, c.toRecordView(*rec)
+		data.Found, data.Record, data.Long = true, c.toRecordView(*rec), c.toLongJobView(*rec)
 		id, kind, key = rec.JobID, rec.Kind, rec.Key
 	}
 	data.ID, data.Kind, data.Key = raw(id), raw(kind), raw(key)

@@ -25,6 +25,9 @@ var staticFS embed.FS
 // pageNames are the templates of templates/, each rendered inside layout.html.
 var pageNames = []string{"overview", "jobs", "job", "dlq", "message", "redrive", "schedules", "enqueue", "signin", "error"}
 
+// pagePartials are the templates of sections a page includes, each in a file of its own.
+var pagePartials = map[string][]string{"job": {"templates/longjob.html"}}
+
 type pageSet struct{ t map[string]*template.Template }
 
 func loadPages() (*pageSet, error) {
@@ -43,7 +46,8 @@ func loadPages() (*pageSet, error) {
 	}
 	ps := &pageSet{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		files := append([]string{"templates/" + name + ".html"}, pagePartials[name]...)
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)
 		}
