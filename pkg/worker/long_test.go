@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -362,4 +363,70 @@ func TestContinuationLimits(t *testing.T) {
 			t.Fatalf("outcome %+v; want dead-lettered exhausted (run time)", out[0])
 		}
 	})
+}
+
+// TestSleepCostWithoutScheduler plays SQS for a job that sleeps without Config.Scheduler, on a
+// fake clock: the copy's DelaySeconds and each visibility the worker sets move the clock, a
+// re-send starts a new message (receive count 1), a visibility change keeps it (one more
+// receive). It counts what the sleep costs until the job runs again — deliveries that ran nothing
+// (each a short invocation), SendMessageBatch and ChangeMessageVisibilityBatch calls — and checks
+// that the job runs once, on time. docs/LONG-JOBS.md quotes the table it logs.
+func TestSleepCostWithoutScheduler(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{20 * time.Minute, 2 * time.Hour, 13 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			advance := func(by time.Duration) { mu.Lock(); now = now.Add(by); mu.Unlock() }
+			runs := 0
+			var wake time.Time
+			s := newLongHandler(t, func(context.Context) error {
+				runs++
+				if runs == 1 {
+					wake = clock().Add(d)
+					return jobs.Sleep(d)
+				}
+				return nil
+			}, func(c *Config) { c.Now = clock }, 0)
+			m := longMsg("1")
+			receives, idle, sent := 1, 0, 0
+			for runs < 2 {
+				if idle > 100 {
+					t.Fatalf("still asleep after %d deliveries", idle)
+				}
+				m.Attributes["ApproximateReceiveCount"] = strconv.Itoa(receives)
+				m.Attributes["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(clock().UnixMilli(), 10)
+				before := runs
+				failed, _ := s.handle(t, context.Background(), m)
+				if runs == before {
+					idle++
+				}
+				if copies := s.sqs.sentTo(testURL); len(copies) > sent {
+					c := copies[len(copies)-1]
+					sent = len(copies)
+					m.Body, m.MessageId, m.ReceiptHandle = aws.ToString(c.MessageBody), "m"+strconv.Itoa(sent), "rh-m"+strconv.Itoa(sent)
+					receives = 1
+					advance(time.Duration(c.DelaySeconds) * time.Second)
+					continue
+				}
+				if len(failed) == 1 {
+					v, _ := s.sqs.visibilityOf(m.ReceiptHandle)
+					receives++
+					advance(time.Duration(v) * time.Second)
+					continue
+				}
+				if runs < 2 {
+					t.Fatal("the message was acknowledged without a copy, and the job did not run")
+				}
+			}
+			late := clock().Sub(wake)
+			if late < -runAtTolerance || late > time.Second {
+				t.Errorf("the job ran %s after its wake time, want on time", late)
+			}
+			t.Logf("sleep %s: %d deliveries ran nothing, %d SendMessageBatch, %d ChangeMessageVisibilityBatch",
+				d, idle, s.sqs.callCount("SendMessageBatch"), s.sqs.callCount("ChangeMessageVisibilityBatch"))
+		})
+	}
 }
