@@ -172,7 +172,8 @@ func (e *ContinueError) Error() string {
 	default:
 		msg = "continues at once"
 	}
-	if e.Err != nil {
+	// A slice's end says it all when the job returned its context's error or ErrSliceEnded.
+	if e.Err != nil && !(e.Slice && (errors.Is(e.Err, ErrSliceEnded) || errors.Is(e.Err, context.Canceled))) {
 		msg += ": " + e.Err.Error()
 	}
 	return msg

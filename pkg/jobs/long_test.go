@@ -109,7 +109,8 @@ func TestContinueErrors(t *testing.T) {
 		{jobs.Sleep(20 * time.Minute), now.Add(20 * time.Minute), "sleeping for 20m0s"},
 		{jobs.Sleep(-time.Second), now, "continues at once"},
 		{jobs.SleepUntil(now.Add(48 * time.Hour)), now.Add(48 * time.Hour), "sleeping until 2026-12-03T08:00:00.000Z"},
-		{&jobs.ContinueError{Slice: true, Err: context.Canceled}, now, "slice ended; continues from its last checkpoint: context canceled"},
+		{&jobs.ContinueError{Slice: true, Err: context.Canceled}, now, "slice ended; continues from its last checkpoint"},
+		{&jobs.ContinueError{Slice: true, Err: errors.New("db: timeout")}, now, "slice ended; continues from its last checkpoint: db: timeout"},
 	} {
 		var c *jobs.ContinueError
 		if !errors.As(tt.err, &c) {

@@ -57,7 +57,9 @@ func (b *batch) log(ctx context.Context, it *item, r *result) {
 	case actDeadLetter:
 		attrs = append(attrs, slog.String("reason", r.reason))
 	case actResend:
-		attrs = append(attrs, slog.Time("run_at", r.runAt))
+		if !r.runAt.IsZero() {
+			attrs = append(attrs, slog.Time("run_at", r.runAt))
+		}
 		if r.setContinuation {
 			attrs = append(attrs, slog.Int("continuation", r.continuation))
 		}
