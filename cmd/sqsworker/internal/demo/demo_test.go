@@ -50,15 +50,16 @@ func TestDemoEndToEnd(t *testing.T) {
 		"malformed body (plain SendMessage)":                          {worker.OutcomeDeadLettered, jobs.ReasonMalformed, 1},
 		"unknown kind (plain SendMessage)":                            {worker.OutcomeDeadLettered, jobs.ReasonUnknownKind, 1},
 		committedLabel:                                                {worker.OutcomeSucceeded, "", 1},
+		longJobLabel:                                                  {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
-	wantRows := 16
+	wantRows := 17
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 15
+		wantRows = 16
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
@@ -116,6 +117,9 @@ func TestDemoEndToEnd(t *testing.T) {
 			}
 			if r.Status.State != wantState {
 				t.Errorf("%s: state %s, want %s", r.Label, r.Status.State, wantState)
+			}
+			if r.Kind == longJobKind && r.Status.Continuations < 1 {
+				t.Errorf("%s: %d continuations, want the job continued from its cursor", r.Label, r.Status.Continuations)
 			}
 		}
 	}
