@@ -274,7 +274,9 @@ func report(b *testing.B, what string, ds []time.Duration) {
 		b.Fatalf("no %s samples", what)
 	}
 	slices.Sort(ds)
-	q := func(p float64) float64 { return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000 }
+	q := func(p float64) float64 {
+		return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(q(0.50), what+"-p50-ms")
 	b.ReportMetric(q(0.99), what+"-p99-ms")
 	b.Logf("%s: %d samples, p50 %.1f ms, p99 %.1f ms, max %s", what, len(ds), q(0.5), q(0.99), ds[len(ds)-1])
