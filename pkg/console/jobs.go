@@ -277,7 +277,8 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		js, err := c.cfg.Schedules.GetJob(ctx, id)
 		switch {
 		case errors.Is(err, schedule.ErrNotFound):
-			if state == idempotency.StateScheduled {
+			// A long job asleep has no schedule under its id: its section says where its copy waits.
+			if state == idempotency.StateScheduled && (data.Long == nil || !data.Long.Sleeping) {
 				data.Notes = append(data.Notes, "Its one-time schedule is gone: it has fired (the job is on the queue) or was deleted.")
 			}
 		case err != nil:

@@ -3,6 +3,7 @@ package console
 import (
 	"strconv"
 
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/longjob"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -19,6 +20,8 @@ type longJobView struct {
 	Object        string // the S3 object of a large cursor
 	Value         string // the cursor's JSON, when shown
 	ValueHidden   string // why it is not shown ("" when it is)
+	WakeAt        when   // a sleeping job's wake time (its record's run_at)
+	Sleeping      bool   // it sleeps (jobs.Sleep): shown with WakeAt
 }
 
 // toLongJobView returns the section of j, or nil when the record shows no long job.
@@ -28,7 +31,8 @@ func (c *Console) toLongJobView(j status.Job) *longJobView {
 		return nil
 	}
 	v := &longJobView{Cursor: clean(s.CursorText()), SavedAt: c.when(s.CursorAt), Continuations: s.Continuations,
-		RunTime: longjob.Age(s.RunTime), Object: clean(s.Object)}
+		RunTime: longjob.Age(s.RunTime), Object: clean(s.Object), WakeAt: c.when(j.RunAt),
+		Sleeping: j.State == idempotency.StateScheduled && j.Continuations > 0 && !j.RunAt.IsZero()}
 	switch {
 	case !s.Saved:
 	case j.Cursor.Value == "":

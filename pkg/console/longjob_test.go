@@ -22,7 +22,7 @@ func longJobs(now time.Time) recordStatus {
 	inS3.JobID, inS3.Kind, inS3.Key, inS3.State = "long-2", "export.run", "k", idempotency.StateScheduled
 	inS3.Cursor = idempotency.Cursor{Pointer: `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"p/long-2/cursor/3-t"}]`,
 		Bytes: 40 << 10, Seq: 3, At: now.Add(-time.Hour)}
-	inS3.Continuations = 1
+	inS3.Continuations, inS3.RunAt = 1, now.Add(2*time.Hour) // asleep
 	done.JobID, done.Kind, done.Key, done.State = "long-3", "export.run", "d", idempotency.StateSucceeded
 	done.Cursor = idempotency.Cursor{Bytes: 10, Seq: 7, At: now.Add(-time.Minute)}
 	done.RunTime = 90 * time.Second
@@ -56,6 +56,9 @@ func TestJobPageShowsALongJob(t *testing.T) {
 		_, body = cl.get("/job?id=long-2")
 		if !strings.Contains(body, "in S3 (s3://b/p/long-2/cursor/3-t)") || !strings.Contains(body, "kept in S3 (40.0 KiB)") {
 			t.Errorf("a cursor in S3 is not named:\n%s", body)
+		}
+		if !strings.Contains(body, `id="wake-at"`) || !strings.Contains(body, "in 2 h") {
+			t.Errorf("a sleeping long job's wake time is not shown:\n%s", body)
 		}
 		_, body = cl.get("/job?id=long-3")
 		if !strings.Contains(body, "removed (the job finished, or restarted)") || !strings.Contains(body, "1m30s") {

@@ -113,6 +113,9 @@ func TestSleepTwentyMinutesResumesOnce(t *testing.T) {
 		page.Jobs[0].Name != schedule.ResendScheduleName(res.ID, page.Jobs[0].RunAt) {
 		t.Fatalf("job schedules: %+v; want the sleeping copy of %s", page.Jobs, res.ID)
 	}
+	if !page.Jobs[0].Envelope.RunAt.Equal(j.RunAt) {
+		t.Errorf("the copy's run_at %v and the record's %v differ; want one wake time", page.Jobs[0].Envelope.RunAt, j.RunAt)
+	}
 	if depth := s.queueDepth(); depth != 0 {
 		t.Errorf("%d messages wait in the queue while the job sleeps in the scheduler, want 0", depth)
 	}

@@ -460,5 +460,5 @@ func (b *batch) core(ctx context.Context, it *item) error {
 	if sl.stop() {
 		err = continued(err)
 	}
-	return limited(err, info, opts, time.Since(start))
+	return limited(resolveWake(err, b.h.cfg.Now()), info, opts, time.Since(start))
 }

@@ -127,6 +127,21 @@ func continued(err error) error {
 	return &jobs.ContinueError{Slice: true, Err: err}
 }
 
+// resolveWake fixes a sleep's wake time once, to the millisecond, so that the job's record (the
+// middleware's finishing write), the copy's run_at and its schedule all say the same time: a
+// jobs.Sleep(d) becomes a ContinueError until now + d. Other errors are returned as they are.
+func resolveWake(err error, now time.Time) error {
+	var cont *jobs.ContinueError
+	if !errors.As(err, &cont) || cont.Slice || (cont.Delay <= 0 && cont.Until.IsZero()) {
+		return err
+	}
+	wake := cont.WakeAt(now).Truncate(time.Millisecond)
+	if cont == err && wake.Equal(cont.Until) {
+		return err
+	}
+	return &jobs.ContinueError{Until: wake, Err: cont.Err}
+}
+
 // limited checks a continuation against the kind's limits: past them it becomes a dead letter
 // (reason "exhausted", a *jobs.LimitError). ran is how long this run took.
 func limited(err error, info *jobs.Info, opts jobs.KindOptions, ran time.Duration) error {
