@@ -140,6 +140,14 @@ func Cursor(ctx context.Context, v any) (bool, error) {
 	return true, nil
 }
 
+// CanCheckpoint reports whether ctx is the context of a job that can save checkpoints (one run
+// by the idempotency middleware, or given a Checkpointer with WithCheckpointer). The worker ends
+// slices only for such jobs.
+func CanCheckpoint(ctx context.Context) bool {
+	c, ok := ctx.Value(checkpointerKey{}).(Checkpointer)
+	return ok && c != nil
+}
+
 // SliceEnded reports whether ctx, a job's context, was cancelled because the job's slice ended
 // (its cause is ErrSliceEnded).
 func SliceEnded(ctx context.Context) bool {

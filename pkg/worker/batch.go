@@ -51,6 +51,7 @@ type item struct {
 	res      result
 	late     *result       // set by the batch at the deadline (rare, so not inline)
 	pl       *payloadState // the S3 object the body points to; nil for an inline body
+	started  time.Time     // when its work started (the goroutine running it)
 }
 
 // attemptOf returns the attempt to report for a result: the one the job ran with, else the
@@ -391,6 +392,7 @@ func (b *batch) work(ctx context.Context, it *item, now *time.Time) (res result)
 	if start.IsZero() {
 		start = b.h.cfg.Now()
 	}
+	it.started = start
 	info := &it.info
 	it.ictx = jobs.InfoContext{Context: ctx, Info: info}
 	var jctx context.Context = &it.ictx
@@ -453,12 +455,16 @@ func (b *batch) core(ctx context.Context, it *item) error {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	d, bounded := b.sliceOf(it.kind)
-	ctx, sl := startSlicer(ctx, d, bounded)
-	start := time.Now()
+	// Slices end only for jobs that can checkpoint (the job table's middleware gives them a
+	// checkpointer): the others pay nothing for them.
+	var sl *slicer
+	if jobs.CanCheckpoint(ctx) {
+		d, bounded := b.sliceOf(it.kind)
+		ctx, sl = startSlicer(ctx, d, bounded)
+	}
 	err := it.kind.Run(ctx, info)
-	if sl.stop() {
+	if sl != nil && sl.stop() {
 		err = continued(err)
 	}
-	return limited(resolveWake(err, b.h.cfg.Now()), info, opts, time.Since(start))
+	return limited(resolveWake(err, b.h.cfg.Now), info, opts, func() time.Duration { return b.h.cfg.Now().Sub(it.started) })
 }

@@ -27,35 +27,36 @@ type Scheduler interface {
 // or the worker's slice after the job started, or the invocation's deadline less DeadlineMargin
 // and SliceGrace), a job that saved a checkpoint during this run has its context cancelled with
 // jobs.ErrSliceEnded; one that has not yet is ended by its next checkpoint. A job that never
-// checkpoints is never ended by it.
+// checkpoints is never ended by it: its timer is armed at the first checkpoint.
 type slicer struct {
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	cancel  context.CancelCauseFunc
+	end     time.Time // wall clock; zero with !bounded
+	bounded bool
 
-	mu           sync.Mutex
-	checkpointed bool // the job saved a checkpoint during this run
-	over         bool // the slice's end has passed
-	ended        bool // the job's context was cancelled with ErrSliceEnded
+	mu     sync.Mutex
+	timer  *time.Timer // armed at the first checkpoint
+	over   bool        // the slice's end has passed (seen by the timer or a checkpoint)
+	ended  bool        // the job's context was cancelled with ErrSliceEnded
+	closed bool        // stop was called
 }
 
 // startSlicer returns the job's context with a slicer whose slice ends after d (d ≤ 0: at
 // once; no slice when !bounded), and the slicer.
 func startSlicer(ctx context.Context, d time.Duration, bounded bool) (context.Context, *slicer) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	s := &slicer{cancel: cancel}
-	ctx = jobs.WithSlicer(ctx, s)
+	s := &slicer{cancel: cancel, bounded: bounded}
 	if bounded {
-		s.timer = time.AfterFunc(max(d, 0), s.end)
+		s.end = time.Now().Add(d)
 	}
-	return ctx, s
+	return jobs.WithSlicer(ctx, s), s
 }
 
-// end is called when the slice's time is up.
-func (s *slicer) end() {
+// end is called by the timer when the slice's time is up (the job has checkpointed).
+func (s *slicer) endNow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.over = true
-	if s.checkpointed && !s.ended {
+	if !s.ended && !s.closed {
 		s.ended = true
 		s.cancel(jobs.ErrSliceEnded)
 	}
@@ -63,9 +64,21 @@ func (s *slicer) end() {
 
 // Checkpointed implements jobs.Slicer.
 func (s *slicer) Checkpointed() bool {
+	if !s.bounded {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.checkpointed = true
+	if s.closed {
+		return false
+	}
+	if !s.over && s.timer == nil {
+		if d := time.Until(s.end); d > 0 {
+			s.timer = time.AfterFunc(d, s.endNow)
+		} else {
+			s.over = true
+		}
+	}
 	if s.over && !s.ended {
 		s.ended = true
 		s.cancel(jobs.ErrSliceEnded)
@@ -75,15 +88,14 @@ func (s *slicer) Checkpointed() bool {
 
 // stop releases the slicer and reports whether it ended the job's slice.
 func (s *slicer) stop() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ended := s.ended
-	s.ended = true // no cancellation from now on
+	s.closed = true
 	s.cancel(nil)
-	return ended
+	return s.ended
 }
 
 // sliceOf returns how long the job may run before its slice ends, and whether it has a slice at
@@ -130,12 +142,16 @@ func continued(err error) error {
 // resolveWake fixes a sleep's wake time once, to the millisecond, so that the job's record (the
 // middleware's finishing write), the copy's run_at and its schedule all say the same time: a
 // jobs.Sleep(d) becomes a ContinueError until now + d. Other errors are returned as they are.
-func resolveWake(err error, now time.Time) error {
+// now is called only for a sleep (the worker reads the clock once per job otherwise).
+func resolveWake(err error, now func() time.Time) error {
+	if err == nil {
+		return nil // before cont: errors.As moves it to the heap
+	}
 	var cont *jobs.ContinueError
 	if !errors.As(err, &cont) || cont.Slice || (cont.Delay <= 0 && cont.Until.IsZero()) {
 		return err
 	}
-	wake := cont.WakeAt(now).Truncate(time.Millisecond)
+	wake := cont.WakeAt(now()).Truncate(time.Millisecond)
 	if cont == err && wake.Equal(cont.Until) {
 		return err
 	}
@@ -143,13 +159,17 @@ func resolveWake(err error, now time.Time) error {
 }
 
 // limited checks a continuation against the kind's limits: past them it becomes a dead letter
-// (reason "exhausted", a *jobs.LimitError). ran is how long this run took.
-func limited(err error, info *jobs.Info, opts jobs.KindOptions, ran time.Duration) error {
+// (reason "exhausted", a *jobs.LimitError). ran returns how long this run took (called for a
+// continuation only).
+func limited(err error, info *jobs.Info, opts jobs.KindOptions, ran func() time.Duration) error {
+	if err == nil {
+		return nil // before cont: errors.As moves it to the heap
+	}
 	var cont *jobs.ContinueError
 	if !errors.As(err, &cont) {
 		return err
 	}
-	total := info.RunTime + ran
+	total := info.RunTime + ran()
 	switch {
 	case info.Continuation+1 > opts.MaxContinuations:
 		return jobs.DeadLetter(jobs.ReasonExhausted, &jobs.LimitError{Limit: jobs.ErrContinuationsExhausted,
