@@ -93,7 +93,7 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 	if long.Scheduler() {
 		// Copies of jobs that sleep (or retry) more than 15 minutes ahead wait in the scheduler.
 		sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(awsCfg), Group: long.ScheduleGroup,
-			QueueARN: long.QueueARN, RoleARN: long.SchedulerRoleARN})
+			QueueARN: long.QueueARN, RoleARN: long.SchedulerRoleARN, DeadLetterARN: long.SchedulerDLQARN})
 		if err != nil {
 			return nil, err
 		}

@@ -28,8 +28,10 @@ type LongJobs struct {
 	// (worker.Config.Scheduler): SQSWORKER_SCHEDULE_GROUP, SQSWORKER_QUEUE_ARN and
 	// SQSWORKER_SCHEDULER_ROLE_ARN, as the relays take them; the function's role then needs
 	// scheduler:CreateSchedule on the group and iam:PassRole on the role. Unset: those copies
-	// wait in SQS.
-	ScheduleGroup, QueueARN, SchedulerRoleARN string
+	// wait in SQS. The CDK stack sets them, and grants what they need, with WorkerEnqueues.
+	// SchedulerDLQARN (SQSWORKER_SCHEDULER_DLQ_ARN, optional) receives the firings Scheduler could
+	// not deliver.
+	ScheduleGroup, QueueARN, SchedulerRoleARN, SchedulerDLQARN string
 }
 
 // Scheduler reports whether the worker schedules far copies through EventBridge Scheduler.
@@ -51,12 +53,13 @@ func LoadLongJobs(getenv func(string) string) (LongJobs, error) {
 		errs = append(errs, fmt.Errorf("%s, %s and %s go together (EventBridge Scheduler for sleeping jobs): set all three, or only the group",
 			EnvScheduleGroup, EnvQueueARN, EnvSchedulerRoleARN))
 	default:
-		for name, v := range map[string]string{EnvQueueARN: queue, EnvSchedulerRoleARN: role} {
-			if !arnPattern.MatchString(v) {
+		dlq := strings.TrimSpace(getenv(EnvSchedulerDLQARN))
+		for name, v := range map[string]string{EnvQueueARN: queue, EnvSchedulerRoleARN: role, EnvSchedulerDLQARN: dlq} {
+			if v != "" && !arnPattern.MatchString(v) {
 				errs = append(errs, fmt.Errorf("%s=%q is not an ARN", name, v))
 			}
 		}
-		c.ScheduleGroup, c.QueueARN, c.SchedulerRoleARN = group, queue, role
+		c.ScheduleGroup, c.QueueARN, c.SchedulerRoleARN, c.SchedulerDLQARN = group, queue, role, dlq
 	}
 	return c, errors.Join(errs...)
 }

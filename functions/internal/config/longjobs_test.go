@@ -13,8 +13,10 @@ func TestLoadLongJobs(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 	c, err = LoadLongJobs(get(map[string]string{EnvSlice: "10m", EnvSliceGrace: "3s", EnvScheduleGroup: "g",
-		EnvQueueARN: "arn:aws:sqs:us-east-1:123456789012:jobs", EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r"}))
-	if err != nil || c.Slice != 10*time.Minute || c.SliceGrace != 3*time.Second || !c.Scheduler() || c.ScheduleGroup != "g" {
+		EnvQueueARN: "arn:aws:sqs:us-east-1:123456789012:jobs", EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r",
+		EnvSchedulerDLQARN: "arn:aws:sqs:us-east-1:123456789012:jobs-scheduler-dlq"}))
+	if err != nil || c.Slice != 10*time.Minute || c.SliceGrace != 3*time.Second || !c.Scheduler() || c.ScheduleGroup != "g" ||
+		c.SchedulerDLQARN != "arn:aws:sqs:us-east-1:123456789012:jobs-scheduler-dlq" {
 		t.Errorf("set: %+v, %v", c, err)
 	}
 	if c, err := LoadLongJobs(get(map[string]string{EnvScheduleGroup: "g"})); err != nil || c.Scheduler() {
