@@ -20,6 +20,10 @@
 //     also counts deliveries that never ran.
 //   - The same key with different args is dead-lettered as payload_mismatch, never run.
 //   - A job's outcome is one write: succeeded, retrying with the error, or dead with the reason.
+//   - A long job's cursor (jobs.Checkpoint) is on its record, written under its claim with a
+//     number no stale writer can overtake; a run that ends without ending the job (a slice that
+//     ended, a sleep) is recorded queued or scheduled in its finishing write, which takes back the
+//     claim's run: continuations spend no attempt (docs/LONG-JOBS.md).
 //
 // Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
 // conformance suite in pkg/idempotency/idempotencytest. The DynamoDB table's layout and the
