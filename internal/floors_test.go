@@ -147,7 +147,7 @@ func TestLibrariesStayLight(t *testing.T) {
 func TestCoreSeams(t *testing.T) {
 	forbidden := map[string][]string{
 		"pkg/jobs":     {"pkg/"},
-		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup", "pkg/batch", "pkg/flow"},
+		"pkg/worker":   {"pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/dlq", "pkg/schedule", "pkg/metrics", "pkg/tracing", "pkg/poller", "pkg/queues", "pkg/dedup", "pkg/batch", "pkg/flow", "pkg/longjob"},
 		"pkg/producer": {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/dedup", "pkg/batch", "pkg/flow"},
 		"pkg/poller":   {"pkg/worker", "pkg/idempotency", "pkg/status", "pkg/outbox", "pkg/console", "pkg/producer", "pkg/queues", "pkg/batch", "pkg/flow"},
 		// The queue set is a plain description (names, URLs, routes): it builds on the job model
@@ -164,6 +164,9 @@ func TestCoreSeams(t *testing.T) {
 		"pkg/flow": {"pkg/worker", "pkg/poller", "pkg/producer", "pkg/console", "pkg/outbox"},
 		// Completion events read stream images only: no table reads, no worker, no producer.
 		"pkg/jobevents": {"pkg/worker", "pkg/status", "pkg/producer", "pkg/outbox", "pkg/console", "pkg/poller", "pkg/ddbstream"},
+		// Long jobs build on the seams (jobs, idempotency's cursor, the worker's slicer), not on a
+		// consumer or a producer: the worker runs them, it does not import them.
+		"pkg/longjob": {"pkg/worker", "pkg/poller", "pkg/producer", "pkg/schedule", "pkg/status", "pkg/console", "pkg/outbox"},
 	}
 	seen := 0
 	for _, p := range list(t) {

@@ -176,7 +176,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		return nil
 	}
 	root.AddCommand(newDemoCmd(g), newUpCmd(g),
-		newEnqueueCmd(g), newStatusCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g),
+		newEnqueueCmd(g), newStatusCmd(g), newCursorCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g),
 		newRunCmd(g), newOutboxCmd(g), newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g),
 		newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
 	root.Version = readVersion(debug.ReadBuildInfo()).line()

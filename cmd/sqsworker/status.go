@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -20,11 +21,12 @@ import (
 func newStatusCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status JOB",
-		Short: "Show a job's record: state, runs, last error, reason, times",
+		Short: "Show a job's record: state, runs, last error, reason, times, a long job's cursor",
 		Long: `status shows the record the worker keeps for one job in the stack's job table
 <stack>-jobs: its state (queued, scheduled, running, succeeded, retrying, dead, cancelled),
 the runs it took, its last error, the reason it was dead-lettered, its times and when the
-record expires.
+record expires; for a long job (jobs.Checkpoint), its cursor's size and age, how many
+times it was continued and its total run time ('sqsworker cursor' shows the cursor).
 
 JOB is a job id, as 'sqsworker enqueue' prints it, or KIND/KEY for the job's idempotency
 key (the key may itself contain '/'). A job id is found through the table's by_id index,
@@ -86,8 +88,9 @@ which lags writes by up to about a second.`,
 			if g.json() {
 				doc := struct {
 					jobJSON
+					longJobJSON
 					Outbox *outboxJSON `json:"outbox,omitempty"`
-				}{jobJSON: toJobJSON(j)}
+				}{jobJSON: toJobJSON(j), longJobJSON: toLongJobJSON(j, time.Now())}
 				doc.Payload = pl
 				if ob != nil {
 					o := toOutboxJSON(*ob)
@@ -95,7 +98,7 @@ which lags writes by up to about a second.`,
 				}
 				return writeJSON(cmd.OutOrStdout(), doc)
 			}
-			var rows []string
+			rows := longJobRows(j, time.Now())
 			if ob != nil {
 				rows = append(rows, outboxRow(ob))
 			}

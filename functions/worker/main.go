@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/examples/examplejobs"
@@ -36,6 +38,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/queues"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
@@ -52,7 +55,8 @@ func main() {
 // metrics to metricsw (EMF). The error has one line per problem.
 func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Writer) (lambda.Handler, error) {
 	cfg, err := config.LoadWorker(getenv)
-	if err != nil {
+	long, lerr := config.LoadLongJobs(getenv)
+	if err = errors.Join(err, lerr); err != nil {
 		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: logattr.DurationText}))
@@ -80,8 +84,36 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		DLQURL:         cfg.DLQURL,
 		Concurrency:    cfg.Concurrency,
 		DeadlineMargin: cfg.DeadlineMargin,
+		Slice:          long.Slice,
+		SliceGrace:     long.SliceGrace,
 		OnBatch:        m.ObserveBatch,
 		Logger:         logger,
+	}
+	var objects *payload.Store
+	if cfg.PayloadBucket != "" {
+		// On an emulator's endpoint (sqsworker run), buckets by path (<bucket>.localhost, the
+		// virtual-hosted name, resolves nowhere on most machines), and checksums only where an
+		// operation requires them: emulators send none, and the SDK would warn on every read.
+		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+			if awsendpoint.Local(awsCfg) {
+				o.UsePathStyle = true
+				o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+				o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+			}
+		})
+		if objects, err = payload.New(payload.Config{S3: s3Client, Bucket: cfg.PayloadBucket}); err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
+		}
+		wcfg.Payload, wcfg.PayloadCleanup = objects, cfg.PayloadCleanup
+	}
+	if long.Scheduler() {
+		// Copies of jobs that sleep (or retry) more than 15 minutes ahead wait in the scheduler.
+		sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(awsCfg), Group: long.ScheduleGroup,
+			QueueARN: long.QueueARN, RoleARN: long.SchedulerRoleARN, DeadLetterARN: long.SchedulerDLQARN})
+		if err != nil {
+			return nil, err
+		}
+		wcfg.Scheduler = sc
 	}
 	if cfg.Table != "" {
 		ddb := dynamodb.NewFromConfig(awsCfg, awsendpoint.DynamoDB(awsCfg))
@@ -118,30 +150,17 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 				return nil, err
 			}
 		}
-		idem, err := idempotency.NewMiddleware(idempotency.MiddlewareConfig{
+		mcfg := idempotency.MiddlewareConfig{
 			Store: store, Logger: logger, OnFinishError: m.FinishError, ExpectRecords: cfg.ExpectRecords,
-		})
+		}
+		if objects != nil {
+			mcfg.Cursors = objects // long jobs' cursors above 16 KiB (docs/LONG-JOBS.md)
+		}
+		idem, err := idempotency.NewMiddleware(mcfg)
 		if err != nil {
 			return nil, err
 		}
 		wcfg.Middleware = append(wcfg.Middleware, idem)
-	}
-	if cfg.PayloadBucket != "" {
-		// On an emulator's endpoint (sqsworker run), buckets by path (<bucket>.localhost, the
-		// virtual-hosted name, resolves nowhere on most machines), and checksums only where an
-		// operation requires them: emulators send none, and the SDK would warn on every read.
-		s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-			if awsendpoint.Local(awsCfg) {
-				o.UsePathStyle = true
-				o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-				o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-			}
-		})
-		st, err := payload.New(payload.Config{S3: s3Client, Bucket: cfg.PayloadBucket})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", config.EnvPayloadBucket, err)
-		}
-		wcfg.Payload, wcfg.PayloadCleanup = st, cfg.PayloadCleanup
 	}
 	if set := cfg.Queues.Set; set != nil {
 		// Several queues: each kind's queue is its registration's (jobs.WithQueue), else
@@ -189,7 +208,8 @@ func setup(ctx context.Context, getenv func(string) string, logw, metricsw io.Wr
 		slog.Int("concurrency", cfg.Concurrency), slog.Duration("deadline_margin", cfg.DeadlineMargin),
 		slog.String("schedule_group", cfg.ScheduleGroup), slog.Bool("idempotency", cfg.Table != ""),
 		slog.String("payload_bucket", cfg.PayloadBucket), slog.String("payload_cleanup", cfg.PayloadCleanup.String()),
-		slog.Bool("tracing", ot != nil), slog.Int("queues", max(1, cfg.Queues.Set.Len())))
+		slog.Bool("tracing", ot != nil), slog.Int("queues", max(1, cfg.Queues.Set.Len())),
+		slog.Duration("slice", long.Slice), slog.Bool("sleep_scheduler", long.Scheduler()))
 	return &invoker{h: h, ot: ot}, nil
 }
 

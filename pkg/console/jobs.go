@@ -150,6 +150,7 @@ type jobData struct {
 	Scheduled *scheduledView
 	// Control is the job control section (control.go): progress, a cancellation request, Stop.
 	Control *controlView
+	Long    *longJobView // a long job's cursor, continuations and run time (longjob.go)
 	Notes   []string
 	// SignInToSee: the DLQ was not read because the viewer has not signed in.
 	SignInToSee bool
@@ -239,7 +240,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rec != nil {
-		data.Found, data.Record = true, c.toRecordView(*rec)
+		data.Found, data.Record, data.Long = true, c.toRecordView(*rec), c.toLongJobView(*rec)
 		id, kind, key = rec.JobID, rec.Kind, rec.Key
 	}
 	data.ID, data.Kind, data.Key = raw(id), raw(kind), raw(key)
@@ -278,7 +279,8 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		js, err := c.cfg.Schedules.GetJob(ctx, id)
 		switch {
 		case errors.Is(err, schedule.ErrNotFound):
-			if state == idempotency.StateScheduled {
+			// A long job asleep has no schedule under its id: its section says where its copy waits.
+			if state == idempotency.StateScheduled && (data.Long == nil || !data.Long.Sleeping) {
 				data.Notes = append(data.Notes, "Its one-time schedule is gone: it has fired (the job is on the queue) or was deleted.")
 			}
 		case err != nil:

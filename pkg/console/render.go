@@ -26,6 +26,9 @@ var staticFS embed.FS
 // pageNames are the templates of templates/, each rendered inside layout.html.
 var pageNames = []string{"overview", "jobs", "job", "dlq", "message", "redrive", "schedules", "enqueue", "signin", "error", "batches", "batch", "chain", "flow"}
 
+// pagePartials are the templates of sections a page includes, each in a file of its own.
+var pagePartials = map[string][]string{"job": {"templates/control.html", "templates/longjob.html"}}
+
 type pageSet struct{ t map[string]*template.Template }
 
 func loadPages() (*pageSet, error) {
@@ -44,10 +47,7 @@ func loadPages() (*pageSet, error) {
 	}
 	ps := &pageSet{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		files := []string{"templates/" + name + ".html"}
-		if name == "job" {
-			files = append(files, "templates/control.html") // its job control section
-		}
+		files := append([]string{"templates/" + name + ".html"}, pagePartials[name]...)
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)

@@ -37,6 +37,8 @@ type control struct {
 	ended     bool                     // stop was called: reports are refused
 	first     *time.Timer              // starts the loop at the first cancellation check
 	claimedAt time.Time                // wall clock
+
+	cursor cursorState // the job's cursor (checkpoint.go)
 }
 
 // storeCallTimeout bounds each store call of the control loop.
@@ -46,13 +48,15 @@ const storeCallTimeout = 5 * time.Second
 // (cancelled on request, or when the lease is lost) and the control. The loop's goroutine starts
 // at once for a job whose lease must be renewed, else at the first cancellation check or progress
 // report: a job shorter than CancelCheck that reports no progress costs no goroutine and no call.
-func (m *Middleware) startControl(ctx context.Context, job *jobs.Info, token string, renew bool) (context.Context, *control) {
+func (m *Middleware) startControl(ctx context.Context, job *jobs.Info, token string, renew bool, cursor Cursor) (context.Context, *control) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	c := &control{
 		m: m, job: job, token: token, renew: renew, base: context.WithoutCancel(ctx), cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), claimedAt: time.Now(),
 	}
+	c.cursor.rec = cursor
 	runCtx = jobs.WithProgressReporter(runCtx, c)
+	runCtx = jobs.WithCheckpointer(runCtx, c)
 	switch {
 	case renew:
 		c.start(true)

@@ -29,6 +29,10 @@
 //     next delivery records the cancellation if its worker crashed.
 //   - jobs.Progress reports a job's progress: written at most once per
 //     [MiddlewareConfig.ProgressInterval], the last report with the finishing write.
+//   - A long job's cursor (jobs.Checkpoint) is on its record, written under its claim with a
+//     number no stale writer can overtake; a run that ends without ending the job (a slice that
+//     ended, a sleep) is recorded queued or scheduled in its finishing write, which takes back the
+//     claim's run: continuations spend no attempt (docs/LONG-JOBS.md).
 //
 // Stores: [MemoryStore] (one process; tests) and [DynamoDBStore]. Any Store must pass the
 // conformance suite in pkg/idempotency/idempotencytest. Every write under a running claim (a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -420,8 +421,8 @@ func (s *DynamoDBStore) Finish(ctx context.Context, f Finish) error {
 	case gerr != nil:
 	case rec.State == f.State && rec.Token == "" && rec.UpdatedAt.Equal(msTime(f.Now)):
 		return nil
-	case f.State == StateRetrying && rec.State == StateRunning && rec.Token == f.Token && !rec.CancelRequestedAt.IsZero():
-		f.State, f.Reason = StateCancelled, jobs.ReasonCancelled
+	case f.cancelsOnRequest() && rec.State == StateRunning && rec.Token == f.Token && !rec.CancelRequestedAt.IsZero():
+		f.State, f.Reason, f.Continue, f.RunAt = StateCancelled, jobs.ReasonCancelled, false, time.Time{}
 		if err := s.Finish(ctx, f); err != nil {
 			return err
 		}
@@ -437,9 +438,9 @@ func (s *DynamoDBStore) finishWrite(f *Finish) (pk, cond string, u *update) {
 	e := newExpr()
 	cond = e.n(AttrToken) + " = " + e.v(":tok", avS(f.Token)) + " AND " +
 		e.n(AttrState) + " = " + e.v(":running", avS(string(StateRunning)))
-	if f.State == StateRetrying {
-		// A cancellation requested while the job ran turns its failure into a cancellation
-		// (below), never into a retry.
+	if f.cancelsOnRequest() {
+		// A cancellation requested while the job ran turns its failure (or continuation) into a
+		// cancellation (below), never into a retry.
 		cond += " AND attribute_not_exists(" + e.n(AttrCancelAt) + ")"
 	}
 	nowMs := e.v(":now", avN(unixMs(f.Now)))
@@ -466,10 +467,23 @@ func (s *DynamoDBStore) finishWrite(f *Finish) (pk, cond string, u *update) {
 	if f.Progress != nil {
 		setProgress(u, normalizeProgress(*f.Progress, f.Now))
 	}
-	if f.NotRun {
-		// The claim counted a run that did not happen: take it back in this same write (the
-		// token condition holds only on the claim's record, whose runs are ≥ 1).
+	if f.NotRun || f.Continue {
+		// The claim counted a run that did not happen (or a run that was not an attempt: a
+		// continuation): take it back in this same write (the token condition holds only on the
+		// claim's record, whose runs are ≥ 1).
 		u.setTo(AttrRuns, e.n(AttrRuns)+" - "+e.v(":one", avN(1)))
+	}
+	if f.Continue {
+		u.setTo(AttrContinuations, "if_not_exists("+e.n(AttrContinuations)+", "+e.v(":zero", avN(0))+") + "+e.v(":one", avN(1)))
+		if !f.RunAt.IsZero() {
+			u.setTo(AttrRunAt, e.v(":runat", avN(unixMs(f.RunAt))))
+		}
+	}
+	if rt := f.RunTime.Milliseconds(); rt > 0 {
+		u.setTo(AttrRunTime, "if_not_exists("+e.n(AttrRunTime)+", "+e.v(":zero", avN(0))+") + "+e.v(":runms", avN(rt)))
+	}
+	if f.ClearCursor {
+		u.rm(AttrCursor, AttrCursorPointer)
 	}
 	if StatusIndexed(f.State) {
 		u.setTo(AttrGSI1PK, e.v(":gsi1pk", avS(StatusPartition(f.State, pk, s.shards))))
@@ -566,9 +580,12 @@ func (s *DynamoDBStore) Renew(ctx context.Context, r Renewal) error {
 }
 
 // Touch implements Store: one UpdateItem conditioned on the claim's token (and the record
-// running), returning the item after the write (ReturnValues ALL_NEW). It costs the write units
-// of the item's size (1 per KB, the larger of before and after): 1 for a record without a long
-// last error.
+// running; with a cursor, on its number being above the record's), returning the item after the
+// write (ReturnValues ALL_NEW). It costs the write units of the item's size (1 per KB, the larger
+// of before and after): 1 for a record without a long last error or a large cursor. A refused
+// write with a cursor is explained by the item that refused it (ALL_OLD, or a strongly consistent
+// read where the backend does not return it): ErrStaleCursor when the claim holds but a newer
+// cursor is saved, ErrLeaseLost otherwise.
 func (s *DynamoDBStore) Touch(ctx context.Context, t Touch) (Record, error) {
 	if err := validateTouch(&t); err != nil {
 		return Record{}, err
@@ -584,19 +601,48 @@ func (s *DynamoDBStore) Touch(ctx context.Context, t Touch) (Record, error) {
 	if t.Progress != nil {
 		setProgress(u, normalizeProgress(*t.Progress, t.Now))
 	}
-	out, err := s.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyOf(pk),
-		ConditionExpression:       aws.String(cond),
-		UpdateExpression:          aws.String(u.String()),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.valuesOrNil(),
-		ReturnValues:              types.ReturnValueAllNew,
-	})
+	var cur Cursor
+	in := &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       keyOf(pk),
+	}
+	if t.Cursor != nil {
+		cur = normalizeCursor(*t.Cursor, t.Now)
+		seq := e.v(":cseq", avN(cur.Seq))
+		cond += " AND (attribute_not_exists(" + e.n(AttrCursorSeq) + ") OR " + e.n(AttrCursorSeq) + " < " + seq + ")"
+		u.setTo(AttrCursorSeq, seq)
+		u.setTo(AttrCursorAt, e.v(":cat", avN(unixMs(cur.At))))
+		u.setTo(AttrCursorBytes, e.v(":clen", avN(int64(cur.Bytes))))
+		if cur.Value != "" {
+			u.setTo(AttrCursor, e.v(":cval", avS(cur.Value)))
+			u.rm(AttrCursorPointer)
+		} else {
+			u.setTo(AttrCursorPointer, e.v(":cptr", avS(cur.Pointer)))
+			u.rm(AttrCursor)
+		}
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	in.ConditionExpression = aws.String(cond)
+	in.UpdateExpression = aws.String(u.String())
+	in.ExpressionAttributeNames = e.names
+	in.ExpressionAttributeValues = e.valuesOrNil()
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case errors.As(err, &ccf) && t.Cursor == nil:
 		return Record{}, ErrLeaseLost
+	case errors.As(err, &ccf):
+		rec, _, found, rerr := s.refusal(ctx, "touch", pk, err)
+		switch {
+		case rerr != nil:
+			return Record{}, rerr
+		case !found || rec.State != StateRunning || rec.Token != t.Token:
+			return Record{}, ErrLeaseLost
+		case rec.Cursor == cur:
+			return rec, nil // this very write, sent again by the SDK after its answer was lost
+		}
+		return Record{}, ErrStaleCursor
 	case err != nil:
 		return Record{}, fmt.Errorf("idempotency: touch %s: %w", pk, err)
 	}

@@ -90,12 +90,19 @@ func (m *MemoryStore) Finish(ctx context.Context, f Finish) error {
 		return ErrLeaseLost
 	}
 	var result error
-	if f.State == StateRetrying && !rec.CancelRequestedAt.IsZero() {
-		f.State, f.Reason, result = StateCancelled, jobs.ReasonCancelled, ErrRecordedCancelled
+	if f.cancelsOnRequest() && !rec.CancelRequestedAt.IsZero() {
+		f.State, f.Reason, f.Continue, result = StateCancelled, jobs.ReasonCancelled, false, ErrRecordedCancelled
 	}
 	rec.State, rec.UpdatedAt, rec.ExpiresAt = f.State, msTime(f.Now), expTime(f.ExpiresAt)
-	if f.NotRun && rec.Runs > 0 {
+	if (f.NotRun || f.Continue) && rec.Runs > 0 {
 		rec.Runs--
+	}
+	if f.Continue {
+		rec.Continuations++
+	}
+	rec.RunTime += f.RunTime.Truncate(time.Millisecond)
+	if f.ClearCursor {
+		rec.Cursor.Value, rec.Cursor.Pointer = "", ""
 	}
 	if f.Error != "" {
 		rec.LastError = TruncateError(f.Error)
@@ -144,6 +151,16 @@ func (m *MemoryStore) Touch(ctx context.Context, t Touch) (Record, error) {
 	}
 	if !t.LeaseUntil.IsZero() {
 		rec.LeaseUntil = msTime(t.LeaseUntil)
+	}
+	if t.Cursor != nil {
+		c := normalizeCursor(*t.Cursor, t.Now)
+		if rec.Cursor.Seq >= c.Seq {
+			if rec.Cursor == c {
+				return rec, nil // this very write, sent again
+			}
+			return Record{}, ErrStaleCursor
+		}
+		rec.Cursor = c
 	}
 	if t.Progress != nil {
 		rec.Progress = normalizeProgress(*t.Progress, t.Now)

@@ -83,6 +83,10 @@ type MiddlewareConfig struct {
 	Rand func(n int64) int64
 	// NewToken makes claim tokens. Defaults to jobs.NewID.
 	NewToken func() string
+	// Cursors, when set, keeps the cursors larger than MaxCursorBytes (jobs.Checkpoint) in S3
+	// (*payload.Store implements it): the record holds the object's pointer. Defaults to nil: a
+	// larger cursor is refused with an error wrapping jobs.ErrCursorTooLarge.
+	Cursors CursorStore
 }
 
 // Stats counts what the middleware did. All fields are read with atomic loads by Stats().
@@ -104,6 +108,8 @@ type Stats struct {
 	// CancelsRecorded counts jobs asked to cancel whose worker stopped before recording it (a
 	// crash, a timeout): their next delivery recorded the cancellation and dead-lettered them.
 	CancelsRecorded int64
+	Checkpoints     int64 // cursors saved (jobs.Checkpoint), one conditional write each
+	Continuations   int64 // runs that ended without ending their job (a slice that ended, a sleep)
 }
 
 // Middleware claims every job before it runs and records its outcome. It implements the worker's
@@ -116,7 +122,7 @@ type Middleware struct {
 	stats struct {
 		claims, duplicates, cacheHits, inProgress, mismatches, storeErrors, finishErrors,
 		failOpenRuns, renewals, leaseLost, deadMarks, cancelChecks, progressWrites, cancelRequests,
-		cancelsRecorded atomic.Int64
+		cancelsRecorded, checkpoints, continuations atomic.Int64
 	}
 }
 
@@ -206,7 +212,7 @@ func (m *Middleware) Stats() Stats {
 		FinishErrors: s.finishErrors.Load(), FailOpenRuns: s.failOpenRuns.Load(),
 		LeaseRenewals: s.renewals.Load(), LeaseLostStops: s.leaseLost.Load(), DeadMarks: s.deadMarks.Load(),
 		CancelChecks: s.cancelChecks.Load(), ProgressWrites: s.progressWrites.Load(), CancelRequests: s.cancelRequests.Load(),
-		CancelsRecorded: s.cancelsRecorded.Load(),
+		CancelsRecorded: s.cancelsRecorded.Load(), Checkpoints: s.checkpoints.Load(), Continuations: s.continuations.Load(),
 	}
 }
 
@@ -230,7 +236,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	res, err := m.cfg.Store.Claim(cctx, ClaimRequest{
 		Kind: job.Kind, Key: job.Key, JobID: job.ID, MessageID: job.MessageID, PayloadHash: hash, Token: token,
 		AttemptsBefore: job.AttemptsBefore, Now: now, LeaseUntil: lease, ExpiresAt: now.Add(m.cfg.RecordTTL),
-		Fresh: !m.cfg.ExpectRecords && job.ReceiveCount <= 1 && job.AttemptsBefore == 0 && job.RunAt.IsZero(),
+		Fresh: !m.cfg.ExpectRecords && job.ReceiveCount <= 1 && job.AttemptsBefore == 0 && job.RunAt.IsZero() && job.Continuation == 0,
 		Meta:  job.Meta,
 	})
 	endClaim(err)
@@ -258,9 +264,11 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 	}
 	m.stats.claims.Add(1)
 	job.Attempt = res.Record.Runs
+	// A continued job's count and run time are its record's (a redrive resets them there).
+	job.Continuation, job.RunTime = res.Record.Continuations, res.Record.RunTime
 
 	result := &resultHolder{}
-	runCtx, ctl := m.startControl(context.WithValue(ctx, resultKey{}, result), job, token, renew)
+	runCtx, ctl := m.startControl(context.WithValue(ctx, resultKey{}, result), job, token, renew, res.Record.Cursor)
 	workErr := m.run(runCtx, job, token, next, ctl, result)
 	progress, requested := ctl.stop()
 	if requested != nil && cancellable(workErr) {
@@ -268,7 +276,7 @@ func (m *Middleware) Work(ctx context.Context, job *jobs.Info, next func(context
 		// retried. A job that finished anyway keeps what happened.
 		workErr = jobs.Cancel(fmt.Errorf("%w; the job returned: %w", requested, workErr))
 	}
-	if m.finish(ctx, job, token, workErr, result, progress) {
+	if m.finish(ctx, job, token, workErr, result, progress, ctl) {
 		// It failed before its worker noticed a cancellation request: recorded as cancelled.
 		workErr = jobs.Cancel(fmt.Errorf("%w; the job returned: %w", ErrRecordedCancelled, workErr))
 	}
@@ -285,7 +293,7 @@ func (m *Middleware) run(ctx context.Context, job *jobs.Info, token string, next
 	defer func() {
 		if v := recover(); v != nil {
 			progress, _ := ctl.stop()
-			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v), result, progress)
+			m.finish(ctx, job, token, fmt.Errorf("job panicked: %v", v), result, progress, ctl)
 			panic(v)
 		}
 	}()
@@ -374,27 +382,48 @@ func (m *Middleware) recordCancel(ctx context.Context, job *jobs.Info, rec *Reco
 // failed write is logged and counted; the job's own result stands (a success is acknowledged all
 // the same). It reports whether the store recorded a failure as cancelled instead
 // (ErrRecordedCancelled).
-func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder, progress *Progress) bool {
+func (m *Middleware) finish(ctx context.Context, job *jobs.Info, token string, workErr error, result *resultHolder, progress *Progress, ctl *control) bool {
 	now := m.cfg.Now()
 	f := Finish{Kind: job.Kind, Key: job.Key, JobID: job.ID, Token: token, MessageID: job.MessageID, Now: now,
-		ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta, Progress: progress}
-	switch state, reason := Outcome(job, workErr); state {
-	case StateSucceeded:
+		ExpiresAt: now.Add(m.cfg.RecordTTL), Meta: job.Meta, Progress: progress, RunTime: max(time.Since(ctl.claimedAt), 0)}
+	cursor := ctl.savedCursor()
+	var (
+		cont    *jobs.ContinueError
+		restart *jobs.RestartError
+	)
+	switch state, reason := Outcome(job, workErr); {
+	case state == StateSucceeded:
 		f.State, f.ExpiresAt = StateSucceeded, now.Add(m.succeededTTL(job.Kind))
 		result.mu.Lock()
 		f.Result = result.val
 		result.mu.Unlock()
+		f.ClearCursor = cursor.Saved() // of no more use
+	case (state == StateQueued || state == StateScheduled) && errors.As(workErr, &cont):
+		// The run ended without ending the job: it continues in a new message (the worker sends
+		// it), from its cursor, without spending an attempt.
+		f.State, f.Continue = state, true
+		if state == StateScheduled {
+			f.RunAt = cont.WakeAt(now)
+		}
+		m.stats.continuations.Add(1)
 	default:
 		f.State, f.Reason, f.Error = state, reason, workErr.Error()
 		// The worker dead-letters an attempt beyond MaxAttempts without running it (its check
 		// runs inside next): the claim's run did not happen.
 		f.NotRun = notRun(job, workErr)
+		f.ClearCursor = cursor.Saved() && errors.As(workErr, &restart) // jobs.Restart: start over
+	}
+	if f.NotRun {
+		f.RunTime = 0
 	}
 	// The job's context may be at its deadline: give the write its own short budget.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	wctx, endFinish := jobs.StartStep(wctx, "idempotency.finish")
 	err := m.cfg.Store.Finish(wctx, f)
+	if err == nil && f.ClearCursor && cursor.Pointer != "" {
+		ctl.retireCursor(cursor.Pointer)
+	}
 	if errors.Is(err, ErrRecordedCancelled) {
 		endFinish(nil)
 		m.cfg.Logger.InfoContext(ctx, "sqsworker: the job failed after a cancellation was requested; recorded as cancelled",
@@ -524,9 +553,10 @@ func SetResult(ctx context.Context, v []byte) error {
 }
 
 // Outcome returns the state (and dead-letter reason) a job's result leads to, as the worker
-// decides it: nil succeeds; a job stopped on a cancellation request (a jobs.CancelError wrapping
-// jobs.ErrCancelRequested) is cancelled; Cancel, DeadLetter, undecodable args and a failure on the
-// last attempt are dead; other failures retry.
+// decides it: nil succeeds; a run that ends without ending the job (a jobs.ContinueError: its
+// slice ended, or it sleeps) is queued, or scheduled for a sleep; a job stopped on a cancellation
+// request (a jobs.CancelError wrapping jobs.ErrCancelRequested) is cancelled; Cancel, DeadLetter,
+// undecodable args and a failure on the last attempt are dead; other failures retry.
 func Outcome(job *jobs.Info, err error) (State, string) {
 	if err == nil || errors.Is(err, jobs.ErrSkipped) {
 		return StateSucceeded, ""
@@ -536,6 +566,7 @@ func Outcome(job *jobs.Info, err error) (State, string) {
 		cancel *jobs.CancelError
 		args   *jobs.ArgsError
 		deferE *jobs.DeferError
+		cont   *jobs.ContinueError
 	)
 	switch {
 	case errors.As(err, &deferE):
@@ -548,6 +579,12 @@ func Outcome(job *jobs.Info, err error) (State, string) {
 		return StateCancelled, jobs.ReasonCancelled // cancelled on request while it ran
 	case errors.As(err, &cancel):
 		return StateDead, jobs.ReasonCancelled
+	// A continuation after the dead letters and cancellations, which may wrap one (a cancellation
+	// requested while the job ran, a limit reached).
+	case errors.As(err, &cont) && (cont.Delay > 0 || !cont.Until.IsZero()):
+		return StateScheduled, "" // sleeping: it continues at its wake time (a new message)
+	case errors.As(err, &cont):
+		return StateQueued, "" // its slice ended: it continues at once (a new message)
 	case job.Attempt >= job.MaxAttempts:
 		return StateDead, jobs.ReasonExhausted
 	}

@@ -62,14 +62,48 @@ func validateTouch(t *Touch) error {
 		return fmt.Errorf("%w: touch without a Kind or Key", errInvalid)
 	case t.Token == "":
 		return fmt.Errorf("%w: touch without a token", errInvalid)
-	case t.LeaseUntil.IsZero() && t.Progress == nil:
-		return fmt.Errorf("%w: touch with nothing to write (no LeaseUntil, no Progress)", errInvalid)
+	case t.LeaseUntil.IsZero() && t.Progress == nil && t.Cursor == nil:
+		return fmt.Errorf("%w: touch with nothing to write (no LeaseUntil, Progress or Cursor)", errInvalid)
 	case t.Progress != nil && !ValidProgress(t.Progress.Fraction):
 		return fmt.Errorf("%w: touch with progress %v (want 0 to 1)", errInvalid, t.Progress.Fraction)
 	case t.Progress != nil && t.Progress.At.IsZero() && t.Now.IsZero():
 		return fmt.Errorf("%w: touch with progress but neither Progress.At nor Now", errInvalid)
+	case t.Cursor != nil:
+		return validateCursor(t.Cursor, t.Now)
 	}
 	return nil
+}
+
+// validateCursor checks a cursor a Touch writes.
+func validateCursor(c *Cursor, now time.Time) error {
+	switch {
+	case c.Seq < 1:
+		return fmt.Errorf("%w: touch with cursor number %d (want ≥ 1)", errInvalid, c.Seq)
+	case (c.Value == "") == (c.Pointer == ""):
+		return fmt.Errorf("%w: touch with a cursor that has both or neither of a Value and a Pointer", errInvalid)
+	case len(c.Value) > MaxCursorBytes:
+		return fmt.Errorf("%w: touch with a cursor of %d bytes (at most %d on the record)", errInvalid, len(c.Value), MaxCursorBytes)
+	case c.Value != "" && !utf8.ValidString(c.Value):
+		return fmt.Errorf("%w: touch with a cursor that is not valid UTF-8", errInvalid)
+	case c.Bytes < 0:
+		return fmt.Errorf("%w: touch with a cursor of %d bytes", errInvalid, c.Bytes)
+	case c.At.IsZero() && now.IsZero():
+		return fmt.Errorf("%w: touch with a cursor but neither Cursor.At nor Now", errInvalid)
+	}
+	return nil
+}
+
+// normalizeCursor returns c as stores keep it: its time to the millisecond (defaulting to now),
+// its size that of its value when it has one.
+func normalizeCursor(c Cursor, now time.Time) Cursor {
+	if c.At.IsZero() {
+		c.At = now
+	}
+	c.At = msTime(c.At)
+	if c.Value != "" {
+		c.Bytes = len(c.Value)
+	}
+	return c
 }
 
 // unixMs returns t in unix milliseconds.
@@ -154,13 +188,27 @@ func validateFinish(f *Finish) error {
 		return fmt.Errorf("%w: finish without Now", errInvalid)
 	case f.Progress != nil && !ValidProgress(f.Progress.Fraction):
 		return fmt.Errorf("%w: finish with progress %v (want 0 to 1)", errInvalid, f.Progress.Fraction)
+	case f.RunTime < 0:
+		return fmt.Errorf("%w: finish with run time %s", errInvalid, f.RunTime)
+	case f.Continue && f.NotRun:
+		return fmt.Errorf("%w: finish that both continues the job and says it did not run", errInvalid)
+	}
+	if f.Continue {
+		if f.State == StateQueued || f.State == StateScheduled {
+			return nil
+		}
+		return fmt.Errorf("%w: a continuing finish to state %q (want queued or scheduled)", errInvalid, f.State)
 	}
 	switch f.State {
 	case StateSucceeded, StateRetrying, StateDead, StateCancelled:
 		return nil
 	}
-	return fmt.Errorf("%w: finish to state %q (want succeeded, retrying, dead or cancelled)", errInvalid, f.State)
+	return fmt.Errorf("%w: finish to state %q (want succeeded, retrying, dead or cancelled; queued or scheduled with Continue)", errInvalid, f.State)
 }
+
+// cancelsOnRequest reports whether a finish becomes a cancellation when the record carries a
+// cancellation request: a failure to retry, or a continuation.
+func (f *Finish) cancelsOnRequest() bool { return f.State == StateRetrying || f.Continue }
 
 // Limits of what a job record can hold, from DynamoDB's (the memory store keeps the same).
 const (
@@ -170,9 +218,9 @@ const (
 	// it, and its partition key is a hash of a long id: there the id may be longer.
 	MaxIndexedIDBytes = 2048
 	// MaxIdentityBytes bounds a job's kind, key and id together (the key counted once when it is
-	// the id), so that the record, with the longest error and result it may keep, stays within
-	// DynamoDB's 400 KB item limit.
-	MaxIdentityBytes = 400<<10 - MaxErrorBytes - MaxResultBytes - 4<<10
+	// the id), so that the record, with the longest error, result and cursor it may keep, stays
+	// within DynamoDB's 400 KB item limit.
+	MaxIdentityBytes = 400<<10 - MaxErrorBytes - MaxResultBytes - MaxCursorBytes - 4<<10
 )
 
 // ErrKeyTooLong is wrapped by the error of a Claim or MarkDead of a job whose record the store
@@ -282,6 +330,10 @@ func normalize(r Record) Record {
 	}
 	r.CancelRequestedAt = msTime(r.CancelRequestedAt)
 	r.CancelReason = TruncateText(r.CancelReason, MaxCancelReasonBytes)
+	if r.Cursor.Seq > 0 {
+		r.Cursor = normalizeCursor(r.Cursor, r.Cursor.At)
+	}
+	r.RunTime = r.RunTime.Truncate(time.Millisecond)
 	if len(r.Result) > MaxResultBytes {
 		r.Result = r.Result[:MaxResultBytes]
 	}

@@ -86,7 +86,37 @@ type Record struct {
 	// CancelReason is the reason given with the cancellation request (at most
 	// MaxCancelReasonBytes), "" when none was.
 	CancelReason string
+	// Cursor is the job's last checkpoint (jobs.Checkpoint), written by Touch under the claim.
+	// Claims keep it (a continued, retried or taken-over job goes on from it); a success or a
+	// restart (Finish.ClearCursor) removes its value and keeps its number, time and size.
+	Cursor Cursor
+	// Continuations counts the runs that ended without ending the job (Finish.Continue: a slice
+	// that ended, a sleep).
+	Continuations int
+	// RunTime is the job's total run time: the sum of Finish.RunTime over its runs.
+	RunTime time.Duration
 }
+
+// Cursor is a job's saved checkpoint as its record keeps it.
+type Cursor struct {
+	// Value is the cursor's JSON when the record holds it (at most MaxCursorBytes), "" when the
+	// cursor is in S3 (Pointer) or there is none.
+	Value string
+	// Pointer is the S3 pointer (payload.Pointer's message body) of a cursor larger than
+	// MaxCursorBytes, kept in an object of its own; "" otherwise.
+	Pointer string
+	// Bytes is the size of the cursor's JSON, wherever it is kept.
+	Bytes int
+	// Seq numbers the job's checkpoints from 1: a Touch carries the next number, and is refused
+	// by a record whose number is not lower (ErrStaleCursor), so that no write overtakes a newer
+	// cursor. It stays when the value is removed.
+	Seq int64
+	// At is when the cursor was saved.
+	At time.Time
+}
+
+// Saved reports whether c holds a cursor (a value or a pointer).
+func (c Cursor) Saved() bool { return c.Value != "" || c.Pointer != "" }
 
 // Progress is a running job's progress as it reported it (jobs.Progress).
 type Progress struct {
@@ -181,6 +211,22 @@ type Finish struct {
 	// Progress, when not nil, is the run's last progress report that no Touch has written yet:
 	// the finishing write records it at no extra cost. Nil keeps what the record has.
 	Progress *Progress
+	// Continue says that the run ended without ending the job (jobs.ContinueError: its slice
+	// ended, or it sleeps): State is StateQueued (it continues at once) or StateScheduled (it
+	// continues at RunAt). The same write takes back the run the claim counted (as NotRun does:
+	// a continuation spends no attempt), counts one more continuation, and keeps the cursor.
+	// A record carrying a cancellation request is recorded cancelled instead
+	// (ErrRecordedCancelled), as a failure is.
+	Continue bool
+	// RunAt is when a sleeping job continues (State StateScheduled with Continue), kept in the
+	// record's run_at attribute for status reads (pkg/status's Job.RunAt).
+	RunAt time.Time
+	// RunTime is how long the run took; it is added to the record's RunTime.
+	RunTime time.Duration
+	// ClearCursor removes the cursor's value (or pointer) with the finish: a success, whose
+	// cursor is of no more use, or a failure that restarts the job (jobs.Restart). Its number,
+	// time and size stay.
+	ClearCursor bool
 }
 
 // Touch updates a running claim's record under its token (Store.Touch): it renews the lease,
@@ -194,6 +240,10 @@ type Touch struct {
 	LeaseUntil time.Time
 	// Progress, when not nil, replaces the record's progress (its At defaults to Now).
 	Progress *Progress
+	// Cursor, when not nil, replaces the job's cursor (jobs.Checkpoint): Value (at most
+	// MaxCursorBytes) or Pointer, Bytes, and Seq, which must be above the record's (else
+	// ErrStaleCursor); its At defaults to Now.
+	Cursor *Cursor
 }
 
 // Renewal extends a claim's lease.
@@ -245,12 +295,15 @@ type Store interface {
 	// Touch with LeaseUntil alone, without the record.
 	Renew(ctx context.Context, r Renewal) error
 	// Touch updates the record of the running claim named by t.Token with one conditional write
-	// (a lease renewal, a progress report, or both) and returns the record after the write, so
+	// (a lease renewal, a progress report, a cursor, or several) and returns the record after
+	// the write, so
 	// that the claim's holder also learns, at no extra cost, whether a cancellation of the job
 	// was requested (Record.CancelRequestedAt). It does not change the record's state or
 	// UpdatedAt (the time of its last state change). It returns ErrLeaseLost when the record is
 	// no longer running under that token (finished, cancelled, taken over after its lease
-	// ended).
+	// ended). A Touch with a cursor whose Seq is not above the record's returns ErrStaleCursor
+	// (nothing written), unless the record's cursor is that very write (an SDK retry of a write
+	// whose answer was lost): then the record is returned.
 	Touch(ctx context.Context, t Touch) (Record, error)
 	// Get returns the record of a job key, or ErrNotFound. When the key may also be a job's id
 	// whose record is kept under that id (Layout), the most recently updated of the two records is
@@ -288,6 +341,9 @@ var (
 	// noticed the request, and the store recorded it as cancelled instead (reason "cancelled"),
 	// so that it is not run again. It wraps jobs.ErrCancelRequested.
 	ErrRecordedCancelled = fmt.Errorf("idempotency: recorded as cancelled, not retrying: %w", jobs.ErrCancelRequested)
+	// ErrStaleCursor is returned by a Touch whose cursor is not newer than the record's (its Seq
+	// is not above the record's): a newer checkpoint was written meanwhile, and is kept.
+	ErrStaleCursor = errors.New("idempotency: a newer cursor is already saved")
 )
 
 // MaxErrorBytes bounds the error text a store keeps, far below DynamoDB's 400 KB item limit.
@@ -302,3 +358,9 @@ const MaxProgressMessageBytes = jobs.MaxProgressMessageBytes
 
 // MaxCancelReasonBytes bounds the reason kept with a cancellation request (TruncateText).
 const MaxCancelReasonBytes = 512
+
+// MaxCursorBytes bounds a cursor kept on the job's record (jobs.Checkpoint): 16 KiB of JSON.
+// A larger one goes to S3 when the middleware has a cursor store (MiddlewareConfig.Cursors).
+// Every write to the record is billed on its size (1 write unit per KB), so a large cursor makes
+// the record's later writes (lease renewals, progress, the finish) cost more: keep cursors small.
+const MaxCursorBytes = 16 << 10

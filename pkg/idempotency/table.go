@@ -55,6 +55,15 @@ const (
 	AttrProgressAt  = "prog_at"    // N: unix ms of the last progress report
 	AttrCancelAt    = "cxl_at"     // N: unix ms of a cancellation request of the running job
 	AttrCancelWhy   = "cxl_reason" // S: the request's reason, at most MaxCancelReasonBytes
+
+	AttrCursor        = "ckpt"     // S: the job's cursor JSON (jobs.Checkpoint), at most MaxCursorBytes
+	AttrCursorPointer = "ckpt_ptr" // S: the S3 pointer of a larger cursor (payload.Pointer's body)
+	AttrCursorSeq     = "ckpt_seq" // N: the cursor's number, from 1; a write must carry a higher one
+	AttrCursorAt      = "ckpt_at"  // N: unix ms of the cursor's save
+	AttrCursorBytes   = "ckpt_len" // N: the cursor's size in bytes, wherever it is kept
+	AttrContinuations = "conts"    // N: runs that ended without ending the job (slices, sleeps)
+	AttrRunTime       = "run_ms"   // N: the job's total run time, ms
+	AttrRunAt         = "run_at"   // N: unix ms a scheduled or sleeping job is due (pkg/status reads it)
 )
 
 // Index names of a job table.
@@ -355,6 +364,21 @@ func RecordFromItem(item map[string]types.AttributeValue) (Record, error) {
 	}
 	r.CancelRequestedAt = ms(AttrCancelAt)
 	r.CancelReason = str(AttrCancelWhy)
+	r.Cursor.Value = str(AttrCursor)
+	r.Cursor.Pointer = str(AttrCursorPointer)
+	if v, ok := num(AttrCursorSeq); ok {
+		r.Cursor.Seq = v
+	}
+	if v, ok := num(AttrCursorBytes); ok {
+		r.Cursor.Bytes = int(v)
+	}
+	r.Cursor.At = ms(AttrCursorAt)
+	if v, ok := num(AttrContinuations); ok {
+		r.Continuations = int(v)
+	}
+	if v, ok := num(AttrRunTime); ok {
+		r.RunTime = time.Duration(v) * time.Millisecond
+	}
 	if len(errs) > 0 {
 		return Record{}, fmt.Errorf("idempotency: malformed item %q: %w", str(AttrPK), errors.Join(errs...))
 	}
@@ -424,6 +448,19 @@ func (l Layout) Item(r Record, shards int) map[string]types.AttributeValue {
 	}
 	setMs(AttrCancelAt, r.CancelRequestedAt)
 	setS(AttrCancelWhy, TruncateText(r.CancelReason, MaxCancelReasonBytes))
+	setS(AttrCursor, r.Cursor.Value)
+	setS(AttrCursorPointer, r.Cursor.Pointer)
+	if r.Cursor.Seq > 0 {
+		item[AttrCursorSeq] = avN(r.Cursor.Seq)
+		item[AttrCursorBytes] = avN(int64(r.Cursor.Bytes))
+		setMs(AttrCursorAt, r.Cursor.At)
+	}
+	if r.Continuations > 0 {
+		item[AttrContinuations] = avN(int64(r.Continuations))
+	}
+	if r.RunTime > 0 {
+		item[AttrRunTime] = avN(r.RunTime.Milliseconds())
+	}
 	if StatusIndexed(r.State) {
 		item[AttrGSI1PK] = avS(StatusPartition(r.State, pk, shards))
 		var sk int64

@@ -24,5 +24,11 @@
 // [ErrMalformed], and decoding is strict about the version and the required fields, so a
 // producer's mistake is caught at the first delivery (docs/envelope.md).
 //
+// Jobs longer than an invocation save a cursor with [Checkpoint] and read it back with [Cursor];
+// the worker ends a checkpointing job's run at the end of its slice ([ErrSliceEnded],
+// [WithSlice]) and continues it in a new run, without spending an attempt; [Sleep] and
+// [SleepUntil] continue a job later; [Restart] retries it from the beginning
+// (docs/LONG-JOBS.md).
+//
 // It is the ground floor of the module and imports no other sqsworker package.
 package jobs

@@ -40,6 +40,13 @@ type Info struct {
 	TraceParent string
 	// RawArgs are the args exactly as they arrived (a JSON object).
 	RawArgs json.RawMessage
+	// Continuation is how many times the job was continued before this run (slices that ended,
+	// sleeps; see [ContinueError]): the job's record says it when the idempotency middleware ran
+	// it, else the envelope's meta (MetaContinuation). 0 for a job's first run.
+	Continuation int
+	// RunTime is the job's total run time before this run (all its slices and attempts), as its
+	// record keeps it (the idempotency middleware sets it; 0 without a job table).
+	RunTime time.Duration
 
 	// MessageID is the SQS message id of this delivery.
 	MessageID string

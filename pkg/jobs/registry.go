@@ -30,6 +30,19 @@ type KindOptions struct {
 	// Queue names the queue of the stack the kind's jobs are sent to (see [WithQueue]).
 	// Defaults to "": the stack's default queue.
 	Queue string
+	// Slice bounds one run of a job that saves checkpoints: once a job has run Slice and saved
+	// a checkpoint, its slice ends (see ErrSliceEnded) and it continues in a new run. Defaults to
+	// 0: the worker's default slice (worker.Config.Slice), else only the invocation's deadline
+	// ends it. Jobs that never call Checkpoint are not affected.
+	Slice time.Duration
+	// MaxContinuations bounds how many times a job may be continued (slices that ended, sleeps);
+	// beyond it the job is dead-lettered as "exhausted" (ErrContinuationsExhausted). Defaults to
+	// DefaultMaxContinuations (1,000).
+	MaxContinuations int
+	// MaxRunTime bounds a job's total run time over all its runs; beyond it the job is
+	// dead-lettered as "exhausted" (ErrRunTimeExhausted). It is counted from the job's record
+	// (a job table is needed). Defaults to DefaultMaxRunTime (24 hours).
+	MaxRunTime time.Duration
 }
 
 // WithMaxAttempts sets the kind's MaxAttempts (at least 1).
@@ -49,6 +62,16 @@ func WithPolicy(p Policy) Option { return func(o *KindOptions) { o.Policy = p } 
 // or '_'); whether the stack has such a queue is checked where the set is known (producer.New,
 // the worker function's cold start). Without it the kind goes to the default queue.
 func WithQueue(name string) Option { return func(o *KindOptions) { o.Queue = name } }
+
+// WithSlice sets the kind's slice: the longest a run of a checkpointing job lasts before it is
+// continued in a new run (see KindOptions.Slice). At least a second.
+func WithSlice(d time.Duration) Option { return func(o *KindOptions) { o.Slice = d } }
+
+// WithMaxContinuations sets how many times a job of the kind may be continued (at least 1).
+func WithMaxContinuations(n int) Option { return func(o *KindOptions) { o.MaxContinuations = n } }
+
+// WithMaxRunTime sets a job's longest total run time over all its runs (at least a second).
+func WithMaxRunTime(d time.Duration) Option { return func(o *KindOptions) { o.MaxRunTime = d } }
 
 // Kind is a registered kind: its options and its type-erased worker.
 type Kind struct {
@@ -118,6 +141,9 @@ func Register[T Args](r *Registry, w Worker[T], opts ...Option) error {
 	if err := ValidateQueueName(o.Queue); o.Queue != "" && err != nil {
 		return fmt.Errorf("jobs: register %s: %w", name, err)
 	}
+	if err := o.checkLong(); err != nil {
+		return fmt.Errorf("jobs: register %s: %w", name, err)
+	}
 	k := &Kind{name: name, opts: o, run: func(ctx context.Context, info *Info) error {
 		job := &Job[T]{Info: info}
 		if err := decodeArgs(info.RawArgs, &job.Args); err != nil {
@@ -182,4 +208,23 @@ func (r *Registry) Kinds() []*Kind {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// checkLong validates and defaults the options of continued jobs.
+func (o *KindOptions) checkLong() error {
+	switch {
+	case o.Slice != 0 && o.Slice < time.Second:
+		return fmt.Errorf("Slice %s must be 0 (none) or at least 1s", o.Slice)
+	case o.MaxContinuations < 0:
+		return fmt.Errorf("MaxContinuations %d must not be negative (0: the default, %d)", o.MaxContinuations, DefaultMaxContinuations)
+	case o.MaxRunTime != 0 && o.MaxRunTime < time.Second:
+		return fmt.Errorf("MaxRunTime %s must be 0 (the default, %s) or at least 1s", o.MaxRunTime, DefaultMaxRunTime)
+	}
+	if o.MaxContinuations == 0 {
+		o.MaxContinuations = DefaultMaxContinuations
+	}
+	if o.MaxRunTime == 0 {
+		o.MaxRunTime = DefaultMaxRunTime
+	}
+	return nil
 }

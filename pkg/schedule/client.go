@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,7 +255,7 @@ func ScheduleName(jobID string) string {
 // retrying a ScheduleJob is safe. env must be valid, at in the future, and the envelope's JSON
 // at most [MaxInputBytes]; otherwise the error wraps [ErrInvalid] and nothing is created.
 func (c *Client) ScheduleJob(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error) {
-	in, err := c.jobScheduleInput(env, at, groupID)
+	in, err := c.jobScheduleInput(env, at, groupID, false)
 	if err != nil {
 		return "", err
 	}
@@ -290,8 +291,41 @@ func (c *Client) ScheduleJobOn(ctx context.Context, queueARN string, env jobs.En
 	return cc.ScheduleJob(ctx, env, at, groupID)
 }
 
-// jobScheduleInput validates and builds ScheduleJob's request.
-func (c *Client) jobScheduleInput(env jobs.Envelope, at time.Time, groupID string) (*scheduler.CreateScheduleInput, error) {
+// ScheduleResend creates a one-time schedule that sends env, a copy of a job that has run
+// already (a job that sleeps with jobs.Sleep, a retry further ahead than SQS's visibility
+// limit), to the queue at at, as ScheduleJob does, under [ResendScheduleName](env.ID, at): a name
+// of its own for each copy, so that a job that sleeps again right after a schedule of its fired
+// is not mistaken for a copy already scheduled (Scheduler deletes a fired schedule a little
+// later). Scheduling the same copy twice is not an error. pkg/worker calls it through
+// worker.Config.Scheduler. ListJobs and the console list these schedules with the others;
+// CancelJob, which knows only the job id, does not delete them (a cancelled job's fired copy
+// is acknowledged without running).
+func (c *Client) ScheduleResend(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error) {
+	in, err := c.jobScheduleInput(env, at, groupID, true)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.api.CreateSchedule(ctx, in); err != nil {
+		if isConflict(err) {
+			return *in.Name, nil
+		}
+		return "", fmt.Errorf("schedule: create schedule %s for a copy of job %s: %w", *in.Name, env.ID, err)
+	}
+	return *in.Name, nil
+}
+
+// ResendScheduleName returns the name of the schedule of a copy of job jobID due at at (rounded
+// up to the second, as the schedule's expression is): ScheduleName of the id followed by
+// ".at" and the unix second.
+func ResendScheduleName(jobID string, at time.Time) string {
+	if r := at.Truncate(time.Second); !r.Equal(at) {
+		at = r.Add(time.Second)
+	}
+	return ScheduleName(jobID + ".at" + strconv.FormatInt(at.Unix(), 10))
+}
+
+// jobScheduleInput validates and builds ScheduleJob's request (ScheduleResend's with resend).
+func (c *Client) jobScheduleInput(env jobs.Envelope, at time.Time, groupID string, resend bool) (*scheduler.CreateScheduleInput, error) {
 	body, err := env.MarshalJSON() // validates
 	if err != nil {
 		return nil, fmt.Errorf("%w: job %q: %w", ErrInvalid, env.ID, err)
@@ -315,6 +349,9 @@ func (c *Client) jobScheduleInput(env jobs.Envelope, at time.Time, groupID strin
 		return nil, invalidf("job %s: run time %s is after 2199, Scheduler's last year", env.ID, at.UTC().Format(time.RFC3339))
 	}
 	name := ScheduleName(env.ID)
+	if resend {
+		name = ResendScheduleName(env.ID, at)
+	}
 	return &scheduler.CreateScheduleInput{
 		Name:                       aws.String(name),
 		GroupName:                  aws.String(c.group),

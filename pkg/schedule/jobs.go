@@ -93,7 +93,7 @@ func (c *Client) jobFromSchedule(out *scheduler.GetScheduleOutput) (JobSchedule,
 		return JobSchedule{}, false
 	}
 	env, err := jobs.ParseEnvelope(aws.ToString(t.Input))
-	if err != nil || ScheduleName(env.ID) != name {
+	if err != nil {
 		return JobSchedule{}, false
 	}
 	js := JobSchedule{Name: name, Envelope: env, Disabled: out.State == types.ScheduleStateDisabled}
@@ -105,6 +105,10 @@ func (c *Client) jobFromSchedule(out *scheduler.GetScheduleOutput) (JobSchedule,
 		if at, ok := expr.Next(time.Time{}, loc, time.Time{}); ok {
 			js.RunAt = at.UTC()
 		}
+	}
+	// The job's schedule (ScheduleJob), or the schedule of a copy (ScheduleResend).
+	if ScheduleName(env.ID) != name && (js.RunAt.IsZero() || ResendScheduleName(env.ID, js.RunAt) != name) {
+		return JobSchedule{}, false
 	}
 	if t.SqsParameters != nil {
 		js.GroupID = aws.ToString(t.SqsParameters.MessageGroupId)

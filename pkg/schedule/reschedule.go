@@ -24,7 +24,7 @@ import (
 // before its time: a caller that must not lose an update stops moving a schedule that close
 // to its time and creates a new one instead.
 func (c *Client) RescheduleJob(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error) {
-	in, err := c.jobScheduleInput(env, at, groupID)
+	in, err := c.jobScheduleInput(env, at, groupID, false)
 	if err != nil {
 		return "", err
 	}

@@ -25,7 +25,9 @@ const maxResetRounds = 4
 // expired) record that is dead, retrying, or running with an expired
 // lease (a worker crashed or timed out on it, which is how SQS's own redrive policy dead-letters
 // a job): the record becomes retrying — claimable, and indexed as retrying instead of dead — its
-// run count becomes 0 unless keepRuns is set, and any stale claim (token, lease) is removed. Its
+// run count becomes 0 unless keepRuns is set (and with it the continuations and total run time
+// of a continued job; its cursor stays, so that it goes on from its last checkpoint), and any
+// stale claim (token, lease) is removed. Its
 // dead-letter reason is removed (a retrying job has none: status and the console would show
 // "retrying, exhausted"); its last error is kept, to show what happened before the redrive.
 //
@@ -57,7 +59,7 @@ func (t *Table) ResetForRedrive(ctx context.Context, kind, key string, keepRuns 
 		if j.Expired || !resettable(j, now) {
 			return nil
 		}
-		if j.State == idempotency.StateRetrying && j.Token == "" && j.Reason == "" && (keepRuns || j.Runs == 0) {
+		if j.State == idempotency.StateRetrying && j.Token == "" && j.Reason == "" && (keepRuns || j.Runs == 0 && j.Continuations == 0 && j.RunTime == 0) {
 			return nil // already reset
 		}
 		err = t.updateReset(ctx, item, pk, keepRuns)
@@ -102,17 +104,21 @@ func (t *Table) updateReset(ctx context.Context, old map[string]types.AttributeV
 		":now": attrN(now.Unix()),
 	}
 	set := "#st = :r, #upd = :at, #g1 = :g1, #g2 = :at"
+	remove := "#tok, #lease, #reason"
 	if !keepRuns {
 		names["#runs"] = idempotency.AttrRuns
 		values[":zero"] = attrN(0)
 		set += ", #runs = :zero"
+		// A continued job's budgets go with its attempts (its cursor stays: it goes on from it).
+		names["#conts"], names["#runms"] = idempotency.AttrContinuations, idempotency.AttrRunTime
+		remove += ", #conts, #runms"
 	}
 	cond := "attribute_exists(#pk) AND #st = :old AND (attribute_not_exists(#exp) OR #exp > :now)"
 	cond += unchangedSince(old, values)
 	_, err := t.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(t.table),
 		Key:                       map[string]types.AttributeValue{idempotency.AttrPK: attrS(pk)},
-		UpdateExpression:          aws.String("SET " + set + " REMOVE #tok, #lease, #reason"),
+		UpdateExpression:          aws.String("SET " + set + " REMOVE " + remove),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,

@@ -51,6 +51,7 @@ type item struct {
 	res      result
 	late     *result       // set by the batch at the deadline (rare, so not inline)
 	pl       *payloadState // the S3 object the body points to; nil for an inline body
+	started  time.Time     // when its work started (the goroutine running it)
 }
 
 // attemptOf returns the attempt to report for a result: the one the job ran with, else the
@@ -199,6 +200,7 @@ func (b *batch) prepareEnvelope(ctx context.Context, it *item, body string) {
 	info.Attempt = env.AttemptsBefore + info.ReceiveCount
 	info.EnqueuedAt, info.RunAt, info.Meta, info.RawArgs = env.EnqueuedAt, env.RunAt, env.Meta, env.Args
 	info.TraceParent = env.Meta[jobs.MetaTraceParent]
+	info.Continuation = jobs.ContinuationOf(env.Meta)
 	kind, ok := b.h.cfg.Registry.Lookup(env.Kind)
 	if !ok {
 		it.setPrepared(deadLetter(jobs.ReasonUnknownKind, errUnknownKind(env.Kind)))
@@ -393,6 +395,7 @@ func (b *batch) work(ctx context.Context, it *item, now *time.Time) (res result)
 	if start.IsZero() {
 		start = b.h.cfg.Now()
 	}
+	it.started = start
 	info := &it.info
 	it.ictx = jobs.InfoContext{Context: ctx, Info: info}
 	var jctx context.Context = &it.ictx
@@ -439,16 +442,32 @@ func (b *batch) work(ctx context.Context, it *item, now *time.Time) (res result)
 	return res
 }
 
-// core is the innermost step: the attempt check, the kind's timeout, then the worker.
+// core is the innermost step: the attempt and run-time checks, the kind's timeout and slice,
+// then the worker; a job whose slice ended is continued, within its kind's limits.
 func (b *batch) core(ctx context.Context, it *item) error {
 	info := &it.info
+	opts := it.kind.Options()
 	if info.Attempt > info.MaxAttempts {
 		return jobs.DeadLetter(jobs.ReasonExhausted, errBeyondAttempts(info.Attempt, info.MaxAttempts))
 	}
-	if t := it.kind.Options().Timeout; t > 0 {
+	if info.RunTime >= opts.MaxRunTime {
+		return errRunTimeUsed(info, opts)
+	}
+	if t := opts.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	return it.kind.Run(ctx, info)
+	// Slices end only for jobs that can checkpoint (the job table's middleware gives them a
+	// checkpointer): the others pay nothing for them.
+	var sl *slicer
+	if jobs.CanCheckpoint(ctx) {
+		d, bounded := b.sliceOf(it.kind)
+		ctx, sl = startSlicer(ctx, d, bounded)
+	}
+	err := it.kind.Run(ctx, info)
+	if sl != nil && sl.stop() {
+		err = continued(err)
+	}
+	return limited(resolveWake(err, b.h.cfg.Now), info, opts, func() time.Duration { return b.h.cfg.Now().Sub(it.started) })
 }

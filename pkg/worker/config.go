@@ -109,6 +109,26 @@ type Config struct {
 	// goroutine, and Lambda may thaw it later), so that it does not run twice at once. Defaults to
 	// 60 seconds.
 	AbandonGrace time.Duration
+	// Slice is the default slice of the kinds that set none (jobs.WithSlice): once a job that
+	// saves checkpoints (jobs.Checkpoint) has run Slice, its slice ends (its context is cancelled
+	// with jobs.ErrSliceEnded, or its next checkpoint returns it) and it is re-sent to continue
+	// from its cursor without spending an attempt. The invocation's deadline ends a slice too
+	// (less DeadlineMargin and SliceGrace). Defaults to 0: only the deadline does; under a
+	// consumer without a deadline (pkg/poller without InvocationTimeout) a job then runs to its
+	// end. Jobs that never checkpoint are not affected.
+	Slice time.Duration
+	// SliceGrace is the time a job whose slice ended at the invocation's deadline gets to return
+	// before the worker abandons it (at deadline − DeadlineMargin): its slice ends at deadline −
+	// DeadlineMargin − SliceGrace. Defaults to 2 seconds.
+	SliceGrace time.Duration
+	// Scheduler, when set, sends the re-sent copies due more than 15 minutes ahead (a durable
+	// sleep, a long RetryAfter) through a one-time EventBridge Scheduler schedule
+	// (*schedule.Client implements it), so that nothing runs until they are due. Not used on a
+	// FIFO queue, for a job whose body is an S3 pointer, or for a copy larger than a schedule's
+	// input (256 KB): those wait in SQS (DelaySeconds, then their message's visibility, received
+	// about every 12 hours). Defaults to nil: every copy waits in SQS.
+	Scheduler Scheduler
+
 	// VisibilityMargin is kept below SQS's 12-hour visibility limit (counted from the receive,
 	// which may precede the invocation by the batching window, up to 5 minutes). Defaults to 10
 	// minutes; at least 6.
@@ -157,7 +177,8 @@ type Config struct {
 	Observer Observer
 
 	// Logger receives one line per job outcome: successes and skipped duplicates at Debug (off at
-	// the default Info level), retries at Warn, dead letters at Error. Defaults to
+	// the default Info level), continued jobs (a slice that ended, a sleep) at Info, retries at
+	// Warn, dead letters at Error. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
 	// LogArgs adds the job's args to its log lines. Defaults to false (payloads may hold personal
@@ -184,6 +205,7 @@ const (
 	DefaultDeadlineMargin   = 2 * time.Second
 	DefaultAbandonGrace     = 60 * time.Second
 	DefaultVisibilityMargin = 10 * time.Minute
+	DefaultSliceGrace       = 2 * time.Second
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -209,6 +231,8 @@ func (c *Config) setDefaults() error {
 		{"DeadlineMargin", c.DeadlineMargin, DefaultDeadlineMargin, &c.DeadlineMargin, 10 * time.Minute},
 		{"AbandonGrace", c.AbandonGrace, DefaultAbandonGrace, &c.AbandonGrace, jobs.MaxVisibility},
 		{"VisibilityMargin", c.VisibilityMargin, DefaultVisibilityMargin, &c.VisibilityMargin, time.Hour},
+		{"SliceGrace", c.SliceGrace, DefaultSliceGrace, &c.SliceGrace, 10 * time.Minute},
+		{"Slice", c.Slice, 0, &c.Slice, 7 * 24 * time.Hour},
 	}
 	for _, ch := range checks {
 		if ch.value < 0 {
@@ -220,6 +244,9 @@ func (c *Config) setDefaults() error {
 		if ch.value == 0 {
 			*ch.field = ch.def
 		}
+	}
+	if c.Slice != 0 && c.Slice < time.Second {
+		return fmt.Errorf("%w: Slice %s must be 0 (none) or at least 1s", ErrConfig, c.Slice)
 	}
 	if c.VisibilityMargin < 6*time.Minute {
 		return fmt.Errorf("%w: VisibilityMargin %s is below 6m (Lambda's batching window is up to 5 minutes)", ErrConfig, c.VisibilityMargin)

@@ -28,6 +28,7 @@ const (
 	OutcomeNotRun       = "not_run"       // not started (FIFO tail, deadline); comes back at once
 	OutcomeAbandoned    = "abandoned"     // still running at the deadline
 	OutcomeDeferred     = "deferred"      // its run_at is in the future; waits without running
+	OutcomeContinued    = "continued"     // its slice ended, or it sleeps: re-sent to continue from its cursor
 )
 
 // Outcome is what became of one message of a batch, as reported to Config.OnBatch.
@@ -96,12 +97,16 @@ type result struct {
 	delay      time.Duration // actResend: DelaySeconds (≤ 15 min)
 	runAt      time.Time     // actResend: the copy's run_at (zero: none)
 	attempts   int           // actResend: the copy's attempts_before
-	since      time.Time     // actResend of a deferred job: the copy's meta deferred_since (zero: as it was)
-	ran        bool          // the job (or the malformed hook) was called
-	attempt    int           // the job's attempt as the middleware left it (when ran)
-	duration   time.Duration // how long it ran
-	settled    bool          // a FIFO group already sent it (DLQ or re-send) in order
-	sendErr    error         // the DLQ send or re-send failed: report the item failed
+	since           time.Time     // actResend of a deferred job: the copy's meta deferred_since (zero: as it was)
+	// actResend: the copy's continuation count (meta jobs.MetaContinuation), when set
+	setContinuation bool
+	continuation    int
+	scheduled       string        // actResend: the schedule that sends the copy (Config.Scheduler), when used
+	ran             bool          // the job (or the malformed hook) was called
+	attempt         int           // the job's attempt as the middleware left it (when ran)
+	duration        time.Duration // how long it ran
+	settled         bool          // a FIFO group already sent it (DLQ or re-send) in order
+	sendErr         error         // the DLQ send or re-send failed: report the item failed
 }
 
 // maxDelay is SQS's longest DelaySeconds.
@@ -122,6 +127,7 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		cancelErr *jobs.CancelError
 		retryErr  *jobs.RetryAfterError
 		deferErr  *jobs.DeferError
+		contErr   *jobs.ContinueError
 	)
 	switch {
 	case errors.As(err, &deferErr):
@@ -133,6 +139,11 @@ func decide(err error, info *jobs.Info, policy jobs.Policy, now time.Time, capVi
 		return deadLetter(deadErr.Reason, err)
 	case errors.As(err, &cancelErr):
 		return deadLetter(jobs.ReasonCancelled, err)
+	case errors.As(err, &contErr):
+		// The run ended without ending the job: no attempt spent (the kind's limits were checked
+		// in core). After the dead letters and cancellations, which may wrap one (a cancellation
+		// requested while the job ran, a limit reached).
+		return decideContinue(contErr, err, info, now)
 	}
 	if info.Attempt >= info.MaxAttempts {
 		return deadLetter(jobs.ReasonExhausted, err)

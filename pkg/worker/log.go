@@ -22,6 +22,8 @@ func (b *batch) log(ctx context.Context, it *item, r *result) {
 	switch {
 	case r.sendErr != nil, r.act == actDeadLetter:
 		level = slog.LevelError
+	case r.outcome == OutcomeContinued:
+		level = slog.LevelInfo // a continued job is no failure
 	case r.act == actRetry, r.act == actResend:
 		level = slog.LevelWarn
 	}
@@ -55,7 +57,15 @@ func (b *batch) log(ctx context.Context, it *item, r *result) {
 	case actDeadLetter:
 		attrs = append(attrs, slog.String("reason", r.reason))
 	case actResend:
-		attrs = append(attrs, slog.Time("run_at", r.runAt))
+		if !r.runAt.IsZero() {
+			attrs = append(attrs, slog.Time("run_at", r.runAt))
+		}
+		if r.setContinuation {
+			attrs = append(attrs, slog.Int("continuation", r.continuation))
+		}
+		if r.scheduled != "" {
+			attrs = append(attrs, slog.String("schedule", r.scheduled))
+		}
 	}
 	if r.sendErr != nil {
 		attrs = append(attrs, slog.String("send_error", r.sendErr.Error()))

@@ -70,7 +70,12 @@ func (b *batch) settle(ctx context.Context) []string {
 	}
 	if len(resend) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); b.sendAll(sctx, resend, false, (*item).final) }()
+		go func() {
+			defer wg.Done()
+			if rest := b.scheduleAll(sctx, resend); len(rest) > 0 {
+				b.sendAll(sctx, rest, false, (*item).final)
+			}
+		}()
 	}
 	if len(visible) > 0 {
 		b.changeVisibility(sctx, visible)
@@ -261,18 +266,9 @@ func (b *batch) entry(it *item, r *result, toDLQ bool) (sqstypes.SendMessageBatc
 	}
 	body := rec.Body // a dead letter keeps the original body: an S3 pointer stays a pointer
 	if !toDLQ {
-		env, err := jobs.ParseEnvelope(it.body()) // parsed before; re-sends are rare, so not kept
+		env, err := b.copyEnvelope(it, r)
 		if err != nil {
 			return sqstypes.SendMessageBatchRequestEntry{}, 0, err
-		}
-		env.AttemptsBefore, env.RunAt = r.attempts, r.runAt
-		if !r.since.IsZero() {
-			meta := make(map[string]string, len(env.Meta)+1)
-			for k, v := range env.Meta {
-				meta[k] = v
-			}
-			meta[jobs.MetaDeferredSince] = r.since.UTC().Format(jobs.TimeLayout)
-			env.Meta = meta
 		}
 		copyBody := env.AppendJSON(make([]byte, 0, len(it.body())+64))
 		body = string(copyBody)

@@ -189,6 +189,15 @@ func checkRecord(t *testing.T, what string, got, want idempotency.Record) {
 	tm("Progress.At", got.Progress.At, want.Progress.At)
 	tm("CancelRequestedAt", got.CancelRequestedAt, want.CancelRequestedAt)
 	str("CancelReason", got.CancelReason, want.CancelReason)
+	str("Cursor.Value", got.Cursor.Value, want.Cursor.Value)
+	str("Cursor.Pointer", got.Cursor.Pointer, want.Cursor.Pointer)
+	if got.Cursor.Seq != want.Cursor.Seq || got.Cursor.Bytes != want.Cursor.Bytes {
+		diffs = append(diffs, fmt.Sprintf("Cursor #%d of %d bytes, want #%d of %d", got.Cursor.Seq, got.Cursor.Bytes, want.Cursor.Seq, want.Cursor.Bytes))
+	}
+	tm("Cursor.At", got.Cursor.At, want.Cursor.At)
+	if got.Continuations != want.Continuations || got.RunTime != want.RunTime {
+		diffs = append(diffs, fmt.Sprintf("Continuations %d, RunTime %s; want %d, %s", got.Continuations, got.RunTime, want.Continuations, want.RunTime))
+	}
 	if len(diffs) > 0 {
 		t.Errorf("%s:\n\t%s", what, strings.Join(diffs, "\n\t"))
 	}

@@ -168,6 +168,10 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	long, err := registerLongJob(reg) // longjob.go
+	if err != nil {
+		return nil, err
+	}
 	track := newTracker()
 	h, err := worker.New(worker.Config{
 		Registry: reg, SQS: client, QueueURL: stack.QueueURL, DLQURL: stack.DLQURL,
@@ -191,6 +195,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	var queuesErr error
 	stopQueuesOnce := func() error { queuesOnce.Do(func() { queuesErr = stopQueues() }); return queuesErr }
 	defer stopQueuesOnce()
+	if err := enqueueLongJob(ctx, prod, track); err != nil {
+		return nil, err
+	}
 	if err := fd.enqueue(ctx, prod, track); err != nil {
 		return nil, err
 	}
@@ -275,6 +282,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 			continue
 		}
 		r.Runs = effects.Runs(r.Kind, r.Key)
+		if r.Kind == longJobKind {
+			r.Runs = long.runs(r.Key)
+		}
 		job, err := st.Get(ctx, r.Kind, r.Key)
 		switch {
 		case errors.Is(err, status.ErrNotFound): // a message that named no job (a body that is no envelope)
@@ -496,7 +506,7 @@ func (t *tracker) observe(_ context.Context, outcomes []worker.Outcome) {
 		if o.JobID != "" && r.JobID == "" {
 			r.JobID, r.Kind, r.Key = o.JobID, o.Kind, o.Key
 		}
-		if !o.Failed {
+		if !o.Failed && o.Outcome != worker.OutcomeContinued { // a continued job comes back as a new message
 			t.settled[match] = true
 		}
 	}
@@ -577,6 +587,9 @@ func (r *Report) print(w io.Writer) {
 		}
 		if row.Status != nil {
 			st = fmt.Sprintf("%s, %d run(s)", row.Status.State, row.Status.Runs)
+			if c := row.Status.Continuations; c > 0 {
+				st += fmt.Sprintf(", %d continuation(s)", c) // a long job (longjob.go)
+			}
 		}
 		if row.Outcome == neverEnqueued {
 			ran = "0×"

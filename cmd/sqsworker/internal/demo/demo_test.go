@@ -57,17 +57,19 @@ func TestDemoEndToEnd(t *testing.T) {
 		batchCancelLabel:                                              {worker.OutcomeDeadLettered, jobs.ReasonCancelled, 1},
 		batchCallbackLabel:                                            {worker.OutcomeSucceeded, "", 1},
 		webhookLabel:                                                  {worker.OutcomeSucceeded, "", 1},
+		longJobLabel:                                                  {worker.OutcomeSucceeded, "", 1},
 	}
 	// The PostgreSQL outbox row needs the server's binaries; CI has them, so there it must be.
 	// 16, the several-queues row (queues.go), the two dedup rows (dedup.go), the batch's 3
-	// children and its callback (batch.go), and the limited webhooks (flow.go).
-	wantRows := 23 + webhooks
+	// children and its callback (batch.go), the long job (longjob.go) and the limited webhooks
+	// (flow.go).
+	wantRows := 24 + webhooks
 	if rep.OutboxSkipped != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and the demo skipped the outbox: %s", rep.OutboxSkipped)
 		}
 		t.Logf("no outbox row: %s", rep.OutboxSkipped)
-		wantRows = 22 + webhooks
+		wantRows = 23 + webhooks
 	} else {
 		want[outboxLabel] = struct {
 			outcome, reason string
@@ -126,6 +128,9 @@ func TestDemoEndToEnd(t *testing.T) {
 			}
 			if r.Status.State != wantState {
 				t.Errorf("%s: state %s, want %s", r.Label, r.Status.State, wantState)
+			}
+			if r.Kind == longJobKind && r.Status.Continuations < 1 {
+				t.Errorf("%s: %d continuations, want the job continued from its cursor", r.Label, r.Status.Continuations)
 			}
 		}
 	}
