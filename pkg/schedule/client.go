@@ -314,6 +314,17 @@ func (c *Client) ScheduleResend(ctx context.Context, env jobs.Envelope, at time.
 	return *in.Name, nil
 }
 
+// ScheduleResendOn is ScheduleResend onto another queue of the stack, given by its ARN (see
+// ForQueue): a worker of several queues (worker.QueueScheduler) schedules each copy onto the
+// queue its message came from.
+func (c *Client) ScheduleResendOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error) {
+	cc, err := c.ForQueue(queueARN)
+	if err != nil {
+		return "", err
+	}
+	return cc.ScheduleResend(ctx, env, at, groupID)
+}
+
 // ResendScheduleName returns the name of the schedule of a copy of job jobID due at at (rounded
 // up to the second, as the schedule's expression is): ScheduleName of the id followed by
 // ".at" and the unix second.

@@ -19,6 +19,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
+	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
 const (
@@ -538,3 +539,6 @@ func TestScheduleJobOnEmulator(t *testing.T) {
 		t.Errorf("GetSchedule after CancelJob: %v, want ResourceNotFoundException", err)
 	}
 }
+
+// *Client is the worker's scheduler of re-sent copies, for one queue or several.
+var _ worker.QueueScheduler = (*schedule.Client)(nil)

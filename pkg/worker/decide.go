@@ -97,7 +97,7 @@ type result struct {
 	delay      time.Duration // actResend: DelaySeconds (≤ 15 min)
 	runAt      time.Time     // actResend: the copy's run_at (zero: none)
 	attempts   int           // actResend: the copy's attempts_before
-	since           time.Time     // actResend of a deferred job: the copy's meta deferred_since (zero: as it was)
+	since      time.Time     // actResend of a deferred job: the copy's meta deferred_since (zero: as it was)
 	// actResend: the copy's continuation count (meta jobs.MetaContinuation), when set
 	setContinuation bool
 	continuation    int

@@ -23,6 +23,15 @@ type Scheduler interface {
 	ScheduleResend(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error)
 }
 
+// QueueScheduler is a [Scheduler] that can send to any queue of the stack (*schedule.Client
+// implements it): the worker of several queues (pkg/queues) schedules each copy onto the queue
+// its message came from, given by the event source's ARN, rather than onto the scheduler's own
+// queue.
+type QueueScheduler interface {
+	Scheduler
+	ScheduleResendOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error)
+}
+
 // slicer ends the slice of a job that saves checkpoints (jobs.Slicer): at its end (the kind's
 // or the worker's slice after the job started, or the invocation's deadline less DeadlineMargin
 // and SliceGrace), a job that saved a checkpoint during this run has its context cancelled with
@@ -251,7 +260,11 @@ func (b *batch) scheduleAll(ctx context.Context, items []*item) []*item {
 		r := it.final()
 		env, err := b.copyEnvelope(it, r)
 		if err == nil {
-			r.scheduled, err = sched.ScheduleResend(ctx, env, r.runAt, "")
+			if qs, ok := sched.(QueueScheduler); ok && b.sourceARN != "" {
+				r.scheduled, err = qs.ScheduleResendOn(ctx, b.sourceARN, env, r.runAt, "")
+			} else {
+				r.scheduled, err = sched.ScheduleResend(ctx, env, r.runAt, "")
+			}
 		}
 		if err != nil {
 			failed[i] = true

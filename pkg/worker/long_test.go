@@ -430,3 +430,37 @@ func TestSleepCostWithoutScheduler(t *testing.T) {
 		})
 	}
 }
+
+// queueScheduler is a fakeScheduler that can also send to other queues (QueueScheduler).
+type queueScheduler struct {
+	fakeScheduler
+	arns []string
+}
+
+func (q *queueScheduler) ScheduleResendOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, group string) (string, error) {
+	q.mu.Lock()
+	q.arns = append(q.arns, queueARN)
+	q.mu.Unlock()
+	return q.ScheduleResend(ctx, env, at, group)
+}
+
+// A worker of several queues schedules a sleeping job's copy onto the queue its message came
+// from (the event source), not onto the scheduler's own queue.
+func TestSleepScheduledOntoItsOwnQueue(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	sched := &queueScheduler{}
+	s := newLongHandler(t, func(context.Context) error { return jobs.Sleep(2 * time.Hour) }, func(c *Config) {
+		c.Now = func() time.Time { return now }
+		c.Scheduler = sched
+	}, 0)
+	bulk := testARN + "-bulk"
+	m := longMsg("1", func(_ *jobs.Envelope, m *events.SQSMessage) { m.EventSourceARN = bulk })
+	failed, out := s.handle(t, context.Background(), m)
+	if len(failed) != 0 || out[0].Outcome != OutcomeContinued {
+		t.Fatalf("failed %v, outcome %s; want a continuation", failed, out[0].Outcome)
+	}
+	if len(sched.arns) != 1 || sched.arns[0] != bulk || len(sched.envs) != 1 {
+		t.Errorf("scheduled onto %v (%d copies), want one copy onto %s", sched.arns, len(sched.envs), bulk)
+	}
+}
