@@ -158,11 +158,18 @@ func start(t *testing.T, p *poller.Poller) (stop func() error) {
 // recv waits for a value on ch.
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
+	return recvWithin(t, ch, what, timeout)
+}
+
+// recvWithin is recv with a deadline of its own, for a wait on a lot of work (thousands of jobs
+// one at a time) that a loaded machine may take minutes over.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string, d time.Duration) T {
+	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(timeout):
-		t.Fatalf("waited %v for %s", timeout, what)
+	case <-time.After(d):
+		t.Fatalf("waited %v for %s", d, what)
 		panic("unreachable")
 	}
 }

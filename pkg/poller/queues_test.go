@@ -169,7 +169,7 @@ func TestEmulatorWeightedPriorityServesTheWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, p)
-	recv(t, log.reached, "2,000 jobs")
+	recvWithin(t, log.reached, "2,000 jobs", 5*time.Minute) // 2,000 receives one at a time
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
