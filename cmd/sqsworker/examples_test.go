@@ -197,7 +197,7 @@ func notRunHere(ex example) string {
 
 // placeholderIDs are ids the examples name that no job on a fresh stack has: such an example
 // may end "not found" (exit 1), and nothing else.
-var placeholderIDs = []string{"01JD5Q2Y7V3M8K4N6P0R2T4W6X", "5fea7756-0ea4-451a-a703-a558b933e274", "album-42", "report.build/2026-11"}
+var placeholderIDs = []string{"01JD5Q2Y7V3M8K4N6P0R2T4W6X", "5fea7756-0ea4-451a-a703-a558b933e274", "album-42", "report.build/2026-11", "backfill.orders/2026-11"}
 
 var notFound = regexp.MustCompile(`^sqsworker: no (job|message|recurring schedule|batch|chain) `)
 
@@ -239,7 +239,7 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 	order := []string{"", "enqueue", "status", "jobs", "dlq list", "dlq show", "dlq redrive", "dlq", "dlq purge",
 		"schedules", "schedules put", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules delete",
 		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version", "pause", "limits", "resume",
-		"cancel", "wait", "batches", "batches list", "batches show", "batches cancel", "batches repair",
+		"cancel", "wait", "cursor", "batches", "batches list", "batches show", "batches cancel", "batches repair",
 		"chains", "chains list", "chains show", "chains cancel"}
 	byCmd := map[string][]example{}
 	ran := 0
