@@ -574,3 +574,73 @@ func TestBatchOfBatches(t *testing.T) {
 		t.Errorf("the third sub-batch's summary: %+v", s)
 	}
 }
+
+// TestRepairChain: a step whose finishing transaction keeps failing gets its outcome recorded
+// alone, and its chain waits at that step; RepairChain counts it, once, and enqueues the next
+// step with the step's result, so that the chain finishes.
+func TestRepairChain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	broken, err := batch.New(batch.Config{Client: failingTx{r.ddb}, Table: r.table, Outbox: r.ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := broken.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []producer.Message
+	for _, add := range []int{7, 10} {
+		m, err := r.prod.Prepare(r.ctx, Step{Add: add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, m)
+	}
+	id, err := r.client.StartChain(r.ctx, batch.ChainSpec{}, steps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || ok {
+		t.Fatalf("RepairChain of a chain whose step has not run: %v, %v; want nothing to repair", ok, err)
+	}
+	first := steps[0]
+	now := time.Now()
+	meta := map[string]string{batch.MetaChain: id, batch.MetaChainStep: "1"}
+	if res, err := store.Claim(r.ctx, idempotency.ClaimRequest{Kind: first.Kind, Key: first.Key, JobID: first.ID, Token: "t1",
+		Now: now, LeaseUntil: now.Add(time.Minute), Meta: meta}); err != nil || !res.Claimed {
+		t.Fatalf("claim: %v, %+v", err, res)
+	}
+	if err := store.Finish(r.ctx, idempotency.Finish{Kind: first.Kind, Key: first.Key, JobID: first.ID, Token: "t1",
+		State: idempotency.StateSucceeded, Result: "7", Now: now, ExpiresAt: now.Add(time.Hour), Meta: meta}); err != nil {
+		t.Fatalf("finish with the transaction failing: %v, want the outcome recorded alone", err)
+	}
+	if d, err := r.client.GetChain(r.ctx, id); err != nil || d.Current != 1 || d.State != batch.ChainRunning || d.Steps[0].State != idempotency.StateSucceeded {
+		t.Fatalf("the chain after its step's outcome was recorded alone: %+v, %v", d, err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || !ok {
+		t.Fatalf("RepairChain: %v, %v; want the step counted", ok, err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || ok {
+		t.Errorf("RepairChain again: %v, %v; want nothing (counted once)", ok, err)
+	}
+	r.start(1, 0)
+	r.waitFor("the chain", time.Minute, func() bool {
+		d, err := r.client.GetChain(r.ctx, id)
+		return err == nil && d.State == batch.ChainSucceeded
+	})
+	d, err := r.client.GetChain(r.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Steps[1].Result != "17" {
+		t.Errorf("step 2's result %q, want 17 (step 1's 7 passed on, plus 10)", d.Steps[1].Result)
+	}
+	if _, err := r.client.RepairChain(r.ctx, "no-such-chain"); !errors.Is(err, batch.ErrNotFound) {
+		t.Errorf("RepairChain of an unknown chain: %v, want ErrNotFound", err)
+	}
+}

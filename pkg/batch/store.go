@@ -94,7 +94,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	}
 	// The transaction keeps failing (throttling or conflicts beyond the retries, an error): record
 	// the outcome alone, so that the job's status is right; Client.Repair counts it later, once.
-	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the job in its "+g.String()+"; its outcome is recorded alone (count it with Repair)",
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the job in its "+g.String()+"; its outcome is recorded alone (count it with Repair, or RepairChain)",
 		"job_id", f.JobID, "kind", f.Kind, "state", f.State, "error", err)
 	if ferr := s.DynamoDBStore.Finish(ctx, f); ferr != nil {
 		return errors.Join(err, ferr)
@@ -132,7 +132,7 @@ func (s *Store) MarkDead(ctx context.Context, d idempotency.DeadMark) (bool, err
 	case ctx.Err() != nil:
 		return false, err
 	}
-	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the dead job in its "+g.String()+"; it is marked dead alone (count it with Repair)",
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the dead job in its "+g.String()+"; it is marked dead alone (count it with Repair, or RepairChain)",
 		"job_id", d.JobID, "kind", d.Kind, "error", err)
 	marked, merr := s.DynamoDBStore.MarkDead(ctx, d)
 	if merr != nil {
