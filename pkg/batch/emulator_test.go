@@ -344,7 +344,8 @@ func TestBadInput(t *testing.T) {
 func TestRedriveMovesCount(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{})
-	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("redrive")})
+	cb := r.callback("redrive")
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: cb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +362,10 @@ func TestRedriveMovesCount(t *testing.T) {
 	if s := r.summaries()[0]; s.Succeeded != 1 || s.Dead != 1 || !slices.Equal(s.NotSucceeded, []string{tagged[1].ID}) {
 		t.Fatalf("summary: %+v", s)
 	}
+	r.waitFor("the callback's outbox item deleted", time.Minute, func() bool {
+		_, err := r.ob.Get(r.ctx, cb.ID)
+		return err != nil
+	})
 	// Fix the child and redrive it as pkg/dlq does: reset its record (a fresh attempt budget),
 	// then a new message with the same job.
 	r.mu.Lock()
@@ -371,6 +376,11 @@ func TestRedriveMovesCount(t *testing.T) {
 	}
 	r.send(tagged[1])
 	r.waitFor("the redriven child's count", time.Minute, func() bool { return r.info(b.ID()).Succeeded == 2 })
+	// The transaction that moved the count put no callback into the outbox (it would be there
+	// now, or already sent and run a second time, below).
+	if _, err := r.ob.Get(r.ctx, cb.ID); err == nil {
+		t.Errorf("the callback %s is in the outbox again after the redrive", cb.ID)
+	}
 	d, err := r.client.Get(r.ctx, b.ID(), -1)
 	if err != nil {
 		t.Fatal(err)
