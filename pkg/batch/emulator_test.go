@@ -2,6 +2,8 @@ package batch_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"sort"
@@ -652,5 +654,31 @@ func TestRepairChain(t *testing.T) {
 	}
 	if _, err := r.client.RepairChain(r.ctx, "no-such-chain"); !errors.Is(err, batch.ErrNotFound) {
 		t.Errorf("RepairChain of an unknown chain: %v, want ErrNotFound", err)
+	}
+}
+
+// TestPrepareRefusesMoreThanATransactionHolds: a batch whose children do not fit one transaction's
+// 4 MB is refused by Prepare with ErrTooLarge, before anything is written (DynamoDB would refuse
+// the transaction; the embedded emulator takes it).
+func TestPrepareRefusesMoreThanATransactionHolds(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	var children []producer.Message
+	for range 20 { // 20 × 300 KB that do not compress: above 4 MB, within 100 actions
+		pad := make([]byte, 225<<10)
+		if _, err := rand.Read(pad); err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.prod.PrepareRaw(r.ctx, Thumb{}.Kind(), []byte(`{"n":1,"pad":"`+base64.StdEncoding.EncodeToString(pad)+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	if _, err := r.client.Prepare(batch.Spec{ID: "too-big"}, true, children...); !errors.Is(err, batch.ErrTooLarge) {
+		t.Errorf("Prepare of %d children of 300 KB: %v, want ErrTooLarge", len(children), err)
+	}
+	if _, err := r.client.Prepare(batch.Spec{ID: "fits"}, true, children[:5]...); err != nil {
+		t.Errorf("Prepare of 5 children of 300 KB: %v", err)
 	}
 }
