@@ -86,3 +86,43 @@ func TestCancelRequestOfARunningChild(t *testing.T) {
 		t.Errorf("summary: %+v, want the child cancelled", s)
 	}
 }
+
+// TestCancelRequestStopsARunningChild: `sqsworker cancel` of a batch child that runs writes a
+// request on its record; its worker notices it, cancels the job's context, and records the job
+// cancelled in the transaction that counts it: the batch finishes, its callback runs once with
+// the child cancelled.
+func TestCancelRequestStopsARunningChild(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("stop-running")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := r.prod.Prepare(r.ctx, Slow{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(r.ctx, r.prod, slow); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.start(1, 0)
+	<-r.started
+	cr, err := r.status.CancelByID(r.ctx, slow.ID, "not needed")
+	if err != nil || !cr.Requested {
+		t.Fatalf("cancel of the running child: %+v, %v; want a request", cr, err)
+	}
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Cancelled != 1 || s.Total != 1 {
+		t.Errorf("summary: %+v, want the child cancelled", s)
+	}
+	d, err := r.client.Get(r.ctx, b.ID(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Children[0]; c.State != idempotency.StateCancelled || c.Counted != "cancelled" {
+		t.Errorf("the child: %s, counted %q; want cancelled", c.State, c.Counted)
+	}
+}
