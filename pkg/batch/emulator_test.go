@@ -682,3 +682,39 @@ func TestPrepareRefusesMoreThanATransactionHolds(t *testing.T) {
 		t.Errorf("Prepare of 5 children of 300 KB: %v", err)
 	}
 }
+
+// TestAddThroughOutbox: 250 children counted and put into the outbox in the same transactions
+// (chunks of at most 97, within DynamoDB's 100 actions), added twice (the second call counts and
+// enqueues nothing: each chunk's fingerprint is written), then sealed: every child runs once
+// through the relay, and the callback runs once with 250 succeeded.
+func TestAddThroughOutbox(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("through-outbox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := r.thumbs(250, func(int) bool { return false })
+	if err := b.AddThroughOutbox(r.ctx, children...); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddThroughOutbox(r.ctx, children...); err != nil {
+		t.Fatalf("AddThroughOutbox again: %v", err)
+	}
+	if info := r.info(b.ID()); info.Total != 250 || info.Remaining != 250 {
+		t.Fatalf("batch after two adds of the same 250: %+v", info)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.start(2, 0)
+	r.waitFor("the callback", 2*time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Total != 250 || s.Succeeded != 250 {
+		t.Errorf("summary: %+v, want 250 succeeded", s)
+	}
+	for i := range children {
+		if n := r.runs(i); n != 1 {
+			t.Errorf("child %d ran %d times, want 1", i, n)
+		}
+	}
+}
