@@ -42,18 +42,19 @@ running or retrying).`,
 func newChainsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chains",
-		Short: "List, show and cancel chains of jobs",
+		Short: "List, show, cancel and repair chains of jobs",
 		Long: `chains works on the chains in the stack's job table <stack>-jobs: jobs run one after
 another, each step enqueued when the one before it succeeded, with its result
 (docs/BATCHES.md). A chain is running, succeeded, failed (a step was dead-lettered: the chain
 stopped there) or cancelled.`,
 		Example: `  sqsworker chains list --stack myapp
   sqsworker chains show 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
-  sqsworker chains cancel 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp`,
+  sqsworker chains cancel 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp
+  sqsworker chains repair 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newChainsListCmd(g), newChainsShowCmd(g), newChainsCancelCmd(g))
+	cmd.AddCommand(newChainsListCmd(g), newChainsShowCmd(g), newChainsCancelCmd(g), newChainsRepairCmd(g))
 	return cmd
 }
 
@@ -579,6 +580,50 @@ func newChainsCancelCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (kept on the chain)")
 	return cmd
+}
+
+func newChainsRepairCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair ID",
+		Short: "Count a chain's current step whose outcome was recorded without the chain counting it",
+		Long: `repair counts the current step of a chain when its job record is final (succeeded, dead,
+cancelled) but the chain did not count it: the step's finishing transaction kept failing
+(throttling or conflicts beyond the retries), so the worker recorded the outcome alone and
+logged "could not count the job in its chain", and the chain waits at that step. The step is
+counted once: a succeeded step enqueues the next one with its result (or finishes the chain),
+a dead or cancelled one stops the chain.`,
+		Example: `  sqsworker chains repair 01JD5Q2Y7V3M8K4N6P0R2T4W6X --stack myapp`,
+		Args:    exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := idArg(args)
+			if err != nil {
+				return err
+			}
+			bc, err := openBatches(cmd, g)
+			if err != nil {
+				return err
+			}
+			counted, err := bc.RepairChain(cmd.Context(), id)
+			if errors.Is(err, batch.ErrNotFound) {
+				return fmt.Errorf("no chain %s in the stack's job table", id)
+			}
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					ID      string `json:"id"`
+					Counted bool   `json:"counted"`
+				}{id, counted})
+			}
+			if counted {
+				fmt.Fprintf(cmd.OutOrStdout(), "chain %s: its current step counted\n", id)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "chain %s: nothing to repair (its current step is counted, or not finished)\n", id)
+			}
+			return nil
+		},
+	}
 }
 
 // childCount says "1 child" or "n children".

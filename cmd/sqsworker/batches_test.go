@@ -17,7 +17,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
-// TestBatchesAndChains runs `batches list|show|cancel|repair` and `chains list|show|cancel` on
+// TestBatchesAndChains runs `batches list|show|cancel|repair` and `chains list|show|cancel|repair` on
 // a stack with a batch (one child succeeded, two not started, a hostile description) and a chain,
 // built with the library on the emulator.
 func TestBatchesAndChains(t *testing.T) {
@@ -163,5 +163,11 @@ func TestBatchesAndChains(t *testing.T) {
 	}
 	if _, code := tr.run("", "chains", "cancel", chain); code != exitError {
 		t.Errorf("chains cancel of a cancelled chain: exit %d, want %d", code, exitError)
+	}
+	if out := tr.must("chains", "repair", chain); !strings.Contains(out, "nothing to repair") {
+		t.Errorf("chains repair of a chain whose step was never run: %s", out)
+	}
+	if _, code := tr.run("", "chains", "repair", "nope"); code != exitError {
+		t.Errorf("chains repair of a missing chain: exit %d, want %d", code, exitError)
 	}
 }

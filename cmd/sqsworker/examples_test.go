@@ -240,7 +240,7 @@ func TestHelpExamplesRunOnTheEmulator(t *testing.T) {
 		"schedules", "schedules put", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules delete",
 		"outbox", "outbox list", "outbox show", "outbox retry", "outbox migrate", "queues", "version", "pause", "limits", "resume",
 		"cancel", "wait", "cursor", "batches", "batches list", "batches show", "batches cancel", "batches repair",
-		"chains", "chains list", "chains show", "chains cancel"}
+		"chains", "chains list", "chains show", "chains cancel", "chains repair"}
 	byCmd := map[string][]example{}
 	ran := 0
 	for _, ex := range examples(t) {

@@ -493,7 +493,8 @@ var noBusiness dynamodb.TransactWriteItemsInput
 // transaction (an empty sealed batch puts its callback into the outbox at once); without, Add
 // more children later (Client.Batch(id).AddThroughOutbox, Add) and Seal. All of it must fit one
 // transaction with the caller's actions: 100 actions, 4 MB (each child is one action, two when
-// the outbox writes queued records; the batch takes up to 4 more). Nothing is written.
+// the outbox writes queued records; the batch takes up to 4 more); the batch's items at most
+// 3 MB, leaving 1 MB for the caller's (ErrTooLarge). Nothing is written.
 func (c *Client) Prepare(spec Spec, seal bool, children ...producer.Message) (Tx, error) {
 	if err := c.checkSpec(&spec); err != nil {
 		return Tx{}, err
@@ -544,6 +545,9 @@ func (c *Client) Prepare(spec Spec, seal bool, children ...producer.Message) (Tx
 	}
 	if len(items) > 100 {
 		return Tx{}, fmt.Errorf("%w: the batch takes %d actions, more than one transaction's 100: prepare fewer children and add the others with AddThroughOutbox", ErrTooLarge, len(items))
+	}
+	if n := putBytes(items); n > maxTxBytes {
+		return Tx{}, fmt.Errorf("%w: the batch's items take %d bytes, more than %d of a transaction's 4 MB: prepare fewer children and add the others with AddThroughOutbox (large args belong in S3)", ErrTooLarge, n, maxTxBytes)
 	}
 	return Tx{ID: spec.ID, Items: items, what: "batch", pk: batchKey(spec.ID)}, nil
 }

@@ -2,6 +2,8 @@ package batch_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"sort"
@@ -344,7 +346,8 @@ func TestBadInput(t *testing.T) {
 func TestRedriveMovesCount(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{})
-	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("redrive")})
+	cb := r.callback("redrive")
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: cb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +364,10 @@ func TestRedriveMovesCount(t *testing.T) {
 	if s := r.summaries()[0]; s.Succeeded != 1 || s.Dead != 1 || !slices.Equal(s.NotSucceeded, []string{tagged[1].ID}) {
 		t.Fatalf("summary: %+v", s)
 	}
+	r.waitFor("the callback's outbox item deleted", time.Minute, func() bool {
+		_, err := r.ob.Get(r.ctx, cb.ID)
+		return err != nil
+	})
 	// Fix the child and redrive it as pkg/dlq does: reset its record (a fresh attempt budget),
 	// then a new message with the same job.
 	r.mu.Lock()
@@ -371,6 +378,11 @@ func TestRedriveMovesCount(t *testing.T) {
 	}
 	r.send(tagged[1])
 	r.waitFor("the redriven child's count", time.Minute, func() bool { return r.info(b.ID()).Succeeded == 2 })
+	// The transaction that moved the count put no callback into the outbox (it would be there
+	// now, or already sent and run a second time, below).
+	if _, err := r.ob.Get(r.ctx, cb.ID); err == nil {
+		t.Errorf("the callback %s is in the outbox again after the redrive", cb.ID)
+	}
 	d, err := r.client.Get(r.ctx, b.ID(), -1)
 	if err != nil {
 		t.Fatal(err)
@@ -572,5 +584,137 @@ func TestBatchOfBatches(t *testing.T) {
 	}
 	if s := byBatch[subs[2]]; s.Total != 4 || s.Succeeded != 3 || s.Dead != 1 {
 		t.Errorf("the third sub-batch's summary: %+v", s)
+	}
+}
+
+// TestRepairChain: a step whose finishing transaction keeps failing gets its outcome recorded
+// alone, and its chain waits at that step; RepairChain counts it, once, and enqueues the next
+// step with the step's result, so that the chain finishes.
+func TestRepairChain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	broken, err := batch.New(batch.Config{Client: failingTx{r.ddb}, Table: r.table, Outbox: r.ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := broken.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []producer.Message
+	for _, add := range []int{7, 10} {
+		m, err := r.prod.Prepare(r.ctx, Step{Add: add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, m)
+	}
+	id, err := r.client.StartChain(r.ctx, batch.ChainSpec{}, steps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || ok {
+		t.Fatalf("RepairChain of a chain whose step has not run: %v, %v; want nothing to repair", ok, err)
+	}
+	first := steps[0]
+	now := time.Now()
+	meta := map[string]string{batch.MetaChain: id, batch.MetaChainStep: "1"}
+	if res, err := store.Claim(r.ctx, idempotency.ClaimRequest{Kind: first.Kind, Key: first.Key, JobID: first.ID, Token: "t1",
+		Now: now, LeaseUntil: now.Add(time.Minute), Meta: meta}); err != nil || !res.Claimed {
+		t.Fatalf("claim: %v, %+v", err, res)
+	}
+	if err := store.Finish(r.ctx, idempotency.Finish{Kind: first.Kind, Key: first.Key, JobID: first.ID, Token: "t1",
+		State: idempotency.StateSucceeded, Result: "7", Now: now, ExpiresAt: now.Add(time.Hour), Meta: meta}); err != nil {
+		t.Fatalf("finish with the transaction failing: %v, want the outcome recorded alone", err)
+	}
+	if d, err := r.client.GetChain(r.ctx, id); err != nil || d.Current != 1 || d.State != batch.ChainRunning || d.Steps[0].State != idempotency.StateSucceeded {
+		t.Fatalf("the chain after its step's outcome was recorded alone: %+v, %v", d, err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || !ok {
+		t.Fatalf("RepairChain: %v, %v; want the step counted", ok, err)
+	}
+	if ok, err := r.client.RepairChain(r.ctx, id); err != nil || ok {
+		t.Errorf("RepairChain again: %v, %v; want nothing (counted once)", ok, err)
+	}
+	r.start(1, 0)
+	r.waitFor("the chain", time.Minute, func() bool {
+		d, err := r.client.GetChain(r.ctx, id)
+		return err == nil && d.State == batch.ChainSucceeded
+	})
+	d, err := r.client.GetChain(r.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Steps[1].Result != "17" {
+		t.Errorf("step 2's result %q, want 17 (step 1's 7 passed on, plus 10)", d.Steps[1].Result)
+	}
+	if _, err := r.client.RepairChain(r.ctx, "no-such-chain"); !errors.Is(err, batch.ErrNotFound) {
+		t.Errorf("RepairChain of an unknown chain: %v, want ErrNotFound", err)
+	}
+}
+
+// TestPrepareRefusesMoreThanATransactionHolds: a batch whose children do not fit one transaction's
+// 4 MB is refused by Prepare with ErrTooLarge, before anything is written (DynamoDB would refuse
+// the transaction; the embedded emulator takes it).
+func TestPrepareRefusesMoreThanATransactionHolds(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	var children []producer.Message
+	for range 20 { // 20 × 300 KB that do not compress: above 4 MB, within 100 actions
+		pad := make([]byte, 225<<10)
+		if _, err := rand.Read(pad); err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.prod.PrepareRaw(r.ctx, Thumb{}.Kind(), []byte(`{"n":1,"pad":"`+base64.StdEncoding.EncodeToString(pad)+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	if _, err := r.client.Prepare(batch.Spec{ID: "too-big"}, true, children...); !errors.Is(err, batch.ErrTooLarge) {
+		t.Errorf("Prepare of %d children of 300 KB: %v, want ErrTooLarge", len(children), err)
+	}
+	if _, err := r.client.Prepare(batch.Spec{ID: "fits"}, true, children[:5]...); err != nil {
+		t.Errorf("Prepare of 5 children of 300 KB: %v", err)
+	}
+}
+
+// TestAddThroughOutbox: 250 children counted and put into the outbox in the same transactions
+// (chunks of at most 97, within DynamoDB's 100 actions), added twice (the second call counts and
+// enqueues nothing: each chunk's fingerprint is written), then sealed: every child runs once
+// through the relay, and the callback runs once with 250 succeeded.
+func TestAddThroughOutbox(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("through-outbox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := r.thumbs(250, func(int) bool { return false })
+	if err := b.AddThroughOutbox(r.ctx, children...); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddThroughOutbox(r.ctx, children...); err != nil {
+		t.Fatalf("AddThroughOutbox again: %v", err)
+	}
+	if info := r.info(b.ID()); info.Total != 250 || info.Remaining != 250 {
+		t.Fatalf("batch after two adds of the same 250: %+v", info)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.start(2, 0)
+	r.waitFor("the callback", 2*time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Total != 250 || s.Succeeded != 250 {
+		t.Errorf("summary: %+v, want 250 succeeded", s)
+	}
+	for i := range children {
+		if n := r.runs(i); n != 1 {
+			t.Errorf("child %d ran %d times, want 1", i, n)
+		}
 	}
 }

@@ -496,6 +496,52 @@ func (c *Client) Repair(ctx context.Context, id string) (int, error) {
 	return counted, errors.Join(errs...)
 }
 
+// RepairChain counts chain id's current step when its job record is final (succeeded, dead,
+// cancelled) but the chain did not count it: the step's finishing transaction kept failing
+// (throttling or conflicts beyond the retries), so the worker recorded its outcome alone and
+// logged "could not count the job in its chain", and the chain waits. The step is counted with
+// the same transaction the worker's would have been, once: a succeeded step enqueues the next
+// one (through the outbox, with the step's result) or finishes the chain; a dead or cancelled
+// one stops it. It reports whether it counted the step (false: nothing to repair). It reads the
+// chain, its current step and that step's record.
+func (c *Client) RepairChain(ctx context.Context, id string) (bool, error) {
+	if err := ValidateID(id); err != nil {
+		return false, err
+	}
+	item, err := c.get(ctx, chainKey(id))
+	if err != nil {
+		return false, err
+	}
+	if item == nil {
+		return false, fmt.Errorf("%w: chain %s", ErrNotFound, id)
+	}
+	cur := int(getN(item, attrCurrent))
+	step, err := c.get(ctx, stepKey(id, cur))
+	if err != nil || step == nil {
+		return false, err
+	}
+	kind, key, job := getS(step, attrKind), getS(step, idempotency.AttrKey), getS(step, attrJob)
+	pk := c.cfg.Layout.ItemKey(kind, key, job)
+	raw, err := c.get(ctx, pk)
+	if err != nil {
+		return false, err
+	}
+	st := idempotency.State(getS(raw, idempotency.AttrState))
+	if raw == nil || getS(raw, attrCounted) != "" || outcomeOf(st) == "" || getS(raw, idempotency.AttrJobID) != "" && getS(raw, idempotency.AttrJobID) != job ||
+		getN(raw, idempotency.AttrExpires) > 0 && getN(raw, idempotency.AttrExpires) <= c.cfg.Now().Unix() {
+		return false, nil
+	}
+	w := &countWriter{c: c, pk: pk, id: job, state: st}
+	err = c.settleChain(ctx, group{chain: id, step: cur}, outcomeOf(st), getS(raw, idempotency.AttrResult), getS(raw, idempotency.AttrReason), w)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errSkip), errors.Is(err, errNoChange):
+		return false, nil
+	}
+	return false, fmt.Errorf("batch: repair chain %s: %w", id, err)
+}
+
 type childPhase int
 
 const (

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,6 +83,7 @@ type rig struct {
 
 	idems   []*idempotency.Middleware
 	crashes atomic.Int64 // deletes dropped
+	writing atomic.Int64 // metered DynamoDB writes sent and not yet billed (rigOptions.ledger)
 
 	mu        sync.Mutex
 	cbStarted map[string]time.Time // batch id → when its callback started
@@ -117,7 +120,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	name := awslocal.UniqueName("batch")
 	var err error
 	if o.ledger != nil {
-		r.ddb = meteredClient(t, b, o.ledger)
+		r.ddb = meteredClient(t, b, o.ledger, &r.writing)
 	}
 	r.stack, err = awslocal.Provision(ctx, r.sqs, awslocal.StackOptions{Name: name, MaxReceiveCount: 20, VisibilityTimeout: 2})
 	if err != nil {
@@ -386,12 +389,15 @@ func (r *rig) summaries() []batch.Summary {
 // meteredClient returns a DynamoDB client on the backend whose every write (transactions
 // included) is billed by ledger, by DynamoDB's rules, from the item before (the ledger's image)
 // and after it (a strongly consistent read); the emulator reports no consumed capacity.
-func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
+// writing counts the writes sent whose bill is not yet in the ledger: the emulator has written
+// an item before the Counter bills it, so a test that saw a write's effect waits for the count to
+// be 0 (rig.billed) before it reads the ledger.
+func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger, writing *atomic.Int64) *dynamodb.Client {
 	plain := b.DynamoDB()
 	var mu sync.Mutex
 	var failure error
 	cfg := b.Config.Copy()
-	cfg.HTTPClient = &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
+	cfg.HTTPClient = &inFlight{n: writing, next: &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
 		if w.Status != 200 && !w.ConditionFailed {
 			return
 		}
@@ -413,11 +419,35 @@ func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *d
 			failure = errors.Join(failure, err)
 			mu.Unlock()
 		}
-	}}
+	}}}
 	t.Cleanup(func() {
 		if failure != nil {
 			t.Errorf("ledger: %v", failure)
 		}
 	})
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+}
+
+// inFlight counts the DynamoDB writes next is sending (and billing).
+type inFlight struct {
+	n    *atomic.Int64
+	next aws.HTTPClient
+}
+
+func (f *inFlight) Do(req *http.Request) (*http.Response, error) {
+	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+	switch op {
+	case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem":
+		f.n.Add(1)
+		defer f.n.Add(-1)
+	}
+	return f.next.Do(req)
+}
+
+// billed returns the write units the ledger billed, once no metered write is in flight: every
+// write whose effect the test has seen is billed.
+func (r *rig) billed(l *awscost.Ledger) int {
+	r.t.Helper()
+	r.waitFor("the writes in flight billed", time.Minute, func() bool { return r.writing.Load() == 0 })
+	return units(l)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // Store is the worker's idempotency store for jobs that belong to batches and chains: an
@@ -59,11 +60,23 @@ func (s *Store) member(ctx context.Context, meta map[string]string, jobID string
 func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	o := outcomeOf(f.State)
 	g, ok := s.member(ctx, f.Meta, f.JobID)
-	if !ok || o == "" {
+	if !ok {
 		return s.DynamoDBStore.Finish(ctx, f)
 	}
 	if min := f.Now.Add(s.c.cfg.ChildTTL); !f.ExpiresAt.IsZero() && f.ExpiresAt.Before(min) {
 		f.ExpiresAt = min // duplicates must find the record for as long as they can come
+	}
+	if o == "" {
+		// A retry, counted nowhere; but a failure of a job whose cancellation was requested
+		// while it ran (status.CancelJob wrote cxl_at) is recorded as cancelled instead, alone
+		// (ErrRecordedCancelled): count that cancellation now. Its message is dead-lettered, not
+		// delivered again, so nothing else would. A crash between the two writes leaves the
+		// message to come back: its claim is refused as cancelled, and Claim counts it.
+		err := s.DynamoDBStore.Finish(ctx, f)
+		if errors.Is(err, idempotency.ErrRecordedCancelled) {
+			s.countFinal(ctx, g, f.Kind, f.Key, f.JobID, idempotency.StateCancelled, jobs.ReasonCancelled)
+		}
+		return err
 	}
 	w := &finishWriter{s: s, f: f, o: o, g: g}
 	err := s.c.settle(ctx, g, o, f.Result, f.Reason, w)
@@ -81,7 +94,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	}
 	// The transaction keeps failing (throttling or conflicts beyond the retries, an error): record
 	// the outcome alone, so that the job's status is right; Client.Repair counts it later, once.
-	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the job in its "+g.String()+"; its outcome is recorded alone (count it with Repair)",
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the job in its "+g.String()+"; its outcome is recorded alone (count it with Repair, or RepairChain)",
 		"job_id", f.JobID, "kind", f.Kind, "state", f.State, "error", err)
 	if ferr := s.DynamoDBStore.Finish(ctx, f); ferr != nil {
 		return errors.Join(err, ferr)
@@ -119,7 +132,7 @@ func (s *Store) MarkDead(ctx context.Context, d idempotency.DeadMark) (bool, err
 	case ctx.Err() != nil:
 		return false, err
 	}
-	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the dead job in its "+g.String()+"; it is marked dead alone (count it with Repair)",
+	s.c.cfg.Logger.ErrorContext(ctx, "sqsworker: could not count the dead job in its "+g.String()+"; it is marked dead alone (count it with Repair, or RepairChain)",
 		"job_id", d.JobID, "kind", d.Kind, "error", err)
 	marked, merr := s.DynamoDBStore.MarkDead(ctx, d)
 	if merr != nil {

@@ -49,25 +49,28 @@ func TestWriteUnitsPerChild(t *testing.T) {
 	}
 	r.send(plain...)
 	r.waitFor("the plain jobs", time.Minute, succeeded(ids...))
-	base := units(ledger)
+	base := r.billed(ledger)
 
 	cb := r.callback("units")
 	b, err := r.client.Start(r.ctx, batch.Spec{Callback: cb})
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := units(ledger) - base
-	children := r.thumbs(n, never)
-	if err := b.Add(r.ctx, r.prod, children...); err != nil {
+	start := r.billed(ledger) - base
+	// Counted (Add's transaction) and billed before they are sent, so that no child's run is
+	// billed as the add.
+	children, err := b.Track(r.ctx, r.thumbs(n, never)...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	add := units(ledger) - base - start
+	add := r.billed(ledger) - base - start
+	r.send(children...)
 	ids = ids[:0]
 	for _, m := range children {
 		ids = append(ids, m.ID)
 	}
 	r.waitFor("the children", time.Minute, succeeded(ids...))
-	run := units(ledger) - base - start - add
+	run := r.billed(ledger) - base - start - add
 	if err := b.Seal(r.ctx); err != nil { // every child finished: the seal completes the batch
 		t.Fatal(err)
 	}
@@ -76,7 +79,7 @@ func TestWriteUnitsPerChild(t *testing.T) {
 		_, err := r.ob.Get(r.ctx, cb.ID)
 		return err != nil
 	})
-	done := units(ledger) - base - start - add - run
+	done := r.billed(ledger) - base - start - add - run
 	t.Logf("write units: %d plain jobs %d (%.1f each); batch of %d: start %d, add %d, children %d (%.1f each), seal and callback %d",
 		n, base, float64(base)/n, n, start, add, run, float64(run)/n, done)
 	if base != 2*n {
@@ -109,21 +112,22 @@ func TestWriteUnitsDeadChildAndChain(t *testing.T) {
 	plain := r.thumbs(1, always)
 	r.send(plain...)
 	r.waitFor("the plain dead job", time.Minute, state(idempotency.StateDead, plain[0].ID))
-	base := units(ledger)
+	base := r.billed(ledger)
 
 	b, err := r.client.Start(r.ctx, batch.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := r.thumbs(1, always)
-	if err := b.Add(r.ctx, r.prod, child...); err != nil {
+	child, err := b.Track(r.ctx, r.thumbs(1, always)...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	built := units(ledger)
+	built := r.billed(ledger)
+	r.send(child...)
 	r.waitFor("the dead child", time.Minute, state(idempotency.StateDead, child[0].ID))
-	dead := units(ledger) - built
+	dead := r.billed(ledger) - built
 
-	before := units(ledger)
+	before := r.billed(ledger)
 	steps := make([]Step, 2)
 	var plainSteps, chainSteps []string
 	for _, s := range steps {
@@ -135,8 +139,8 @@ func TestWriteUnitsDeadChildAndChain(t *testing.T) {
 		plainSteps = append(plainSteps, m.ID)
 	}
 	r.waitFor("the plain steps", time.Minute, state(idempotency.StateSucceeded, plainSteps...))
-	plainTwo := units(ledger) - before
-	before = units(ledger)
+	plainTwo := r.billed(ledger) - before
+	before = r.billed(ledger)
 	var msgs []producer.Message
 	for _, s := range steps {
 		m, err := r.prod.Prepare(r.ctx, s)
@@ -158,7 +162,7 @@ func TestWriteUnitsDeadChildAndChain(t *testing.T) {
 		_, err := r.ob.Get(r.ctx, chainSteps[1])
 		return err != nil
 	})
-	chain := units(ledger) - before
+	chain := r.billed(ledger) - before
 	t.Logf("write units: a dead job %d, a dead child %d; 2 jobs %d, a chain of 2 steps %d (start included)", base, dead, plainTwo, chain)
 	// The dead child: its record 1 → 2 (transactional), the counter 2, the not-succeeded set 2.
 	if dead-base != 5 {
