@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,6 +71,7 @@ type rig struct {
 	sqs     *sqs.Client
 	stack   *awslocal.Stack
 	table   string
+	obTable string
 	ob      *dynamooutbox.Outbox
 	client  *batch.Client
 	store   *batch.Store
@@ -127,6 +130,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	obTable := awslocal.OutboxTableName(name)
+	r.obTable = obTable
 	if _, err := dynamooutbox.CreateTable(ctx, r.ddb, obTable); err != nil {
 		t.Fatal(err)
 	}
@@ -385,13 +389,14 @@ func (r *rig) summaries() []batch.Summary {
 
 // meteredClient returns a DynamoDB client on the backend whose every write (transactions
 // included) is billed by ledger, by DynamoDB's rules, from the item before (the ledger's image)
-// and after it (a strongly consistent read); the emulator reports no consumed capacity.
+// and after it (a strongly consistent read); the emulator reports no consumed capacity. Its
+// writes are sent one at a time, each billed before the next is sent (serialWrites).
 func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
 	plain := b.DynamoDB()
 	var mu sync.Mutex
 	var failure error
 	cfg := b.Config.Copy()
-	cfg.HTTPClient = &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
+	cfg.HTTPClient = &serialWrites{next: &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
 		if w.Status != 200 && !w.ConditionFailed {
 			return
 		}
@@ -413,11 +418,35 @@ func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *d
 			failure = errors.Join(failure, err)
 			mu.Unlock()
 		}
-	}}
+	}}}
 	t.Cleanup(func() {
 		if failure != nil {
 			t.Errorf("ledger: %v", failure)
 		}
 	})
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+}
+
+// serialWrites sends DynamoDB writes through a metering Counter one at a time: a write is
+// applied, read back and billed before the next write is sent. The ledger bills a write on the
+// image the previous write of its item left, so it must record the writes of an item in the order
+// DynamoDB applied them, and read each one's result before another write changes it. Without
+// this, a write of another goroutine could slip in between: the relay claiming an outbox item
+// that a transaction has put but the Counter has not billed yet, or two writes of one item
+// applied before the first one's read. Reads are not held up.
+type serialWrites struct {
+	mu   sync.Mutex
+	next *awscost.Counter
+}
+
+func (s *serialWrites) Do(req *http.Request) (*http.Response, error) {
+	svc, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+	if strings.HasPrefix(svc, "DynamoDB_") {
+		switch op {
+		case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems": // the writes the Counter bills
+			s.mu.Lock()
+			defer s.mu.Unlock()
+		}
+	}
+	return s.next.Do(req)
 }
