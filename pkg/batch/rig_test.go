@@ -71,6 +71,7 @@ type rig struct {
 	sqs     *sqs.Client
 	stack   *awslocal.Stack
 	table   string
+	obTable string
 	ob      *dynamooutbox.Outbox
 	client  *batch.Client
 	store   *batch.Store
@@ -83,7 +84,6 @@ type rig struct {
 
 	idems   []*idempotency.Middleware
 	crashes atomic.Int64 // deletes dropped
-	writing atomic.Int64 // metered DynamoDB writes sent and not yet billed (rigOptions.ledger)
 
 	mu        sync.Mutex
 	cbStarted map[string]time.Time // batch id → when its callback started
@@ -120,7 +120,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	name := awslocal.UniqueName("batch")
 	var err error
 	if o.ledger != nil {
-		r.ddb = meteredClient(t, b, o.ledger, &r.writing)
+		r.ddb = meteredClient(t, b, o.ledger)
 	}
 	r.stack, err = awslocal.Provision(ctx, r.sqs, awslocal.StackOptions{Name: name, MaxReceiveCount: 20, VisibilityTimeout: 2})
 	if err != nil {
@@ -130,6 +130,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	obTable := awslocal.OutboxTableName(name)
+	r.obTable = obTable
 	if _, err := dynamooutbox.CreateTable(ctx, r.ddb, obTable); err != nil {
 		t.Fatal(err)
 	}
@@ -388,16 +389,14 @@ func (r *rig) summaries() []batch.Summary {
 
 // meteredClient returns a DynamoDB client on the backend whose every write (transactions
 // included) is billed by ledger, by DynamoDB's rules, from the item before (the ledger's image)
-// and after it (a strongly consistent read); the emulator reports no consumed capacity.
-// writing counts the writes sent whose bill is not yet in the ledger: the emulator has written
-// an item before the Counter bills it, so a test that saw a write's effect waits for the count to
-// be 0 (rig.billed) before it reads the ledger.
-func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger, writing *atomic.Int64) *dynamodb.Client {
+// and after it (a strongly consistent read); the emulator reports no consumed capacity. Its
+// writes are sent one at a time, each billed before the next is sent (serialWrites).
+func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger) *dynamodb.Client {
 	plain := b.DynamoDB()
 	var mu sync.Mutex
 	var failure error
 	cfg := b.Config.Copy()
-	cfg.HTTPClient = &inFlight{n: writing, next: &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
+	cfg.HTTPClient = &serialWrites{next: &awscost.Counter{Next: b.Config.HTTPClient, OnWrite: func(w awscost.Write) {
 		if w.Status != 200 && !w.ConditionFailed {
 			return
 		}
@@ -428,26 +427,26 @@ func meteredClient(t testing.TB, b *awslocal.Backend, ledger *awscost.Ledger, wr
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 }
 
-// inFlight counts the DynamoDB writes next is sending (and billing).
-type inFlight struct {
-	n    *atomic.Int64
-	next aws.HTTPClient
+// serialWrites sends DynamoDB writes through a metering Counter one at a time: a write is
+// applied, read back and billed before the next write is sent. The ledger bills a write on the
+// image the previous write of its item left, so it must record the writes of an item in the order
+// DynamoDB applied them, and read each one's result before another write changes it. Without
+// this, a write of another goroutine could slip in between: the relay claiming an outbox item
+// that a transaction has put but the Counter has not billed yet, or two writes of one item
+// applied before the first one's read. Reads are not held up.
+type serialWrites struct {
+	mu   sync.Mutex
+	next *awscost.Counter
 }
 
-func (f *inFlight) Do(req *http.Request) (*http.Response, error) {
-	_, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
-	switch op {
-	case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem":
-		f.n.Add(1)
-		defer f.n.Add(-1)
+func (s *serialWrites) Do(req *http.Request) (*http.Response, error) {
+	svc, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
+	if strings.HasPrefix(svc, "DynamoDB_") {
+		switch op {
+		case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems": // the writes the Counter bills
+			s.mu.Lock()
+			defer s.mu.Unlock()
+		}
 	}
-	return f.next.Do(req)
-}
-
-// billed returns the write units the ledger billed, once no metered write is in flight: every
-// write whose effect the test has seen is billed.
-func (r *rig) billed(l *awscost.Ledger) int {
-	r.t.Helper()
-	r.waitFor("the writes in flight billed", time.Minute, func() bool { return r.writing.Load() == 0 })
-	return units(l)
+	return s.next.Do(req)
 }

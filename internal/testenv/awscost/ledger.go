@@ -2,6 +2,7 @@ package awscost
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -116,6 +117,42 @@ func (l *Ledger) Totals() (table int, indexes map[string]int, writes int) {
 		ix[k] = v
 	}
 	return l.table, ix, l.writes
+}
+
+// Item returns a copy of the ledger's image of the item with key in table: the item as the
+// last write recorded to it left it, and true; nil and false when the ledger holds none (never
+// written, or deleted). The attribute values are the recorded ones, shared: do not change them.
+//
+// Wait on it, not on reads of the table, for a write to be billed: a Counter reports a write
+// once DynamoDB has applied it, so a read can see a write the ledger has not recorded yet.
+func (l *Ledger) Item(table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.schemas[table]
+	if !ok {
+		return nil, false, fmt.Errorf("awscost: table %q has no schema in the ledger", table)
+	}
+	ks, err := keyString(s, key)
+	if err != nil {
+		return nil, false, err
+	}
+	img, ok := l.images[table][ks]
+	if !ok {
+		return nil, false, nil
+	}
+	return maps.Clone(img), true, nil
+}
+
+// Items returns copies of the ledger's images of every item of table it holds (see Item), in no
+// particular order.
+func (l *Ledger) Items(table string) []map[string]types.AttributeValue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]map[string]types.AttributeValue, 0, len(l.images[table]))
+	for _, img := range l.images[table] {
+		out = append(out, maps.Clone(img))
+	}
+	return out
 }
 
 func keyString(s Schema, key map[string]types.AttributeValue) (string, error) {

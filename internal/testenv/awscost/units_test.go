@@ -143,3 +143,49 @@ func TestLedger(t *testing.T) {
 		t.Error("a key of type BOOL was accepted")
 	}
 }
+
+// The ledger's images are what the writes recorded left: a deleted item is gone, a refused write
+// changes nothing, and a copy does not change the ledger.
+func TestLedgerItem(t *testing.T) {
+	l := NewLedger(map[string]Schema{"t": SchemaFromCreateTable(testTable())})
+	a, b := item{"pk": s("a")}, item{"pk": s("b")}
+	if got, ok, err := l.Item("t", a); err != nil || ok || got != nil {
+		t.Fatalf("an item never written: %v, %v, %v; want nil, false, nil", got, ok, err)
+	}
+	mustRecord := func(key, after item, failed bool) {
+		t.Helper()
+		if _, err := l.Record("t", key, after, failed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRecord(a, item{"pk": s("a"), "st": s("running")}, false)
+	mustRecord(a, nil, true) // refused: the image stays
+	mustRecord(b, item{"pk": s("b"), "st": s("queued")}, false)
+	got, ok, err := l.Item("t", a)
+	if err != nil || !ok || got["st"].(*types.AttributeValueMemberS).Value != "running" {
+		t.Fatalf("item a: %v, %v, %v; want st running", got, ok, err)
+	}
+	got["st"] = s("changed")
+	if again, _, _ := l.Item("t", a); again["st"].(*types.AttributeValueMemberS).Value != "running" {
+		t.Error("changing the returned item changed the ledger's image")
+	}
+	if items := l.Items("t"); len(items) != 2 {
+		t.Errorf("Items: %d items, want 2", len(items))
+	}
+	mustRecord(b, nil, false) // deleted
+	if _, ok, _ := l.Item("t", b); ok {
+		t.Error("a deleted item is still in the ledger")
+	}
+	if items := l.Items("t"); len(items) != 1 || items[0]["pk"].(*types.AttributeValueMemberS).Value != "a" {
+		t.Errorf("Items after the delete: %v, want item a only", items)
+	}
+	if items := l.Items("other"); len(items) != 0 {
+		t.Errorf("Items of a table never written: %v", items)
+	}
+	if _, _, err := l.Item("other", a); err == nil {
+		t.Error("Item of a table without a schema: no error")
+	}
+	if _, _, err := l.Item("t", item{"pk": &types.AttributeValueMemberBOOL{}}); err == nil {
+		t.Error("Item with a key of type BOOL: no error")
+	}
+}
