@@ -101,6 +101,11 @@ func argsKey(kind string, args json.RawMessage, fields []string) (string, error)
 				picked[f] = v
 			}
 		}
+		if len(picked) == 0 {
+			// Every job of the kind would share one key: a typo in Fields would make the whole
+			// kind unique (or throttled, or debounced) as one.
+			return "", invalid("none of the fields %q is in the job's args: the key would be the same for every job of %s", fields, kind)
+		}
 		var err error
 		if sub, err = json.Marshal(picked); err != nil {
 			return "", err

@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +43,25 @@ func TestItemSizes(t *testing.T) {
 		}
 	}
 	t.Logf("envelope %d bytes", len(env))
+}
+
+// TestArgsKeyFields: a key derived from some of the args' fields is the same for jobs that agree
+// on them, differs when they do not, and is refused when none of the fields is in the args (a
+// typo would give every job of the kind one key).
+func TestArgsKeyFields(t *testing.T) {
+	t.Parallel()
+	a, err := argsKey("report.export", json.RawMessage(`{"account":"a1","month":"2026-11","note":"x"}`), []string{"account", "month"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := argsKey("report.export", json.RawMessage(`{"month":"2026-11","account":"a1","note":"y"}`), []string{"account", "month"})
+	if err != nil || a != b {
+		t.Errorf("same fields, other note: %q, %v; want %q", b, err, a)
+	}
+	if c, err := argsKey("report.export", json.RawMessage(`{"account":"a2","month":"2026-11"}`), []string{"account", "month"}); err != nil || c == a {
+		t.Errorf("another account: %q, %v; want a key other than %q", c, err, a)
+	}
+	if _, err := argsKey("report.export", json.RawMessage(`{"account":"a1"}`), []string{"acount"}); err == nil || !strings.Contains(err.Error(), "none of the fields") {
+		t.Errorf("a field no job has: %v, want an error saying none of the fields is in the args", err)
+	}
 }
