@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
 // Store is the worker's idempotency store for jobs that belong to batches and chains: an
@@ -60,7 +61,14 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	o := outcomeOf(f.State)
 	g, ok := s.member(ctx, f.Meta, f.JobID)
 	if !ok || o == "" {
-		return s.DynamoDBStore.Finish(ctx, f)
+		err := s.DynamoDBStore.Finish(ctx, f)
+		if ok && f.JobID != "" && errors.Is(err, idempotency.ErrRecordedCancelled) {
+			// A failure after a cancellation request of the running child: the store recorded
+			// it cancelled (final) instead of retrying. Count it now; its message goes to the
+			// DLQ, so no later delivery would.
+			s.countFinal(ctx, g, f.Kind, f.Key, f.JobID, idempotency.StateCancelled, jobs.ReasonCancelled)
+		}
+		return err
 	}
 	if min := f.Now.Add(s.c.cfg.ChildTTL); !f.ExpiresAt.IsZero() && f.ExpiresAt.Before(min) {
 		f.ExpiresAt = min // duplicates must find the record for as long as they can come
@@ -129,7 +137,7 @@ func (s *Store) MarkDead(ctx context.Context, d idempotency.DeadMark) (bool, err
 }
 
 // Claim implements idempotency.Store with the wrapped store's claim. A child whose claim is
-// refused because its record is cancelled (status.Cancel, `sqsworker jobs cancel`, outside its
+// refused because its record is cancelled (status.Cancel, `sqsworker cancel`, outside its
 // batch) is counted as cancelled in its group, once.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
 	res, err := s.DynamoDBStore.Claim(ctx, req)
