@@ -229,7 +229,9 @@ func TestCancelRunningJobFromTheCLI(t *testing.T) {
 			if out, code := r.tr.run("", "cancel", res.ID); code != 1 || !strings.Contains(r.tr.buf.String(), "has finished") {
 				t.Errorf("second cancel: exit %d, %s", code, out)
 			}
-			if _, code := r.tr.run("", "cancel", "control.long/no-such-key"); code != 1 || !strings.Contains(r.tr.buf.String(), "no job control.long/no-such-key") {
+			r.tr.buf.Reset()
+			if _, code := r.tr.run("", "cancel", "control.long/no-such-key"); code != 1 || !strings.Contains(r.tr.buf.String(), "no job control.long/no-such-key") ||
+				strings.Contains(r.tr.buf.String(), "name it as KIND/KEY") || !strings.Contains(r.tr.buf.String(), "no record until a worker claims it") {
 				t.Errorf("cancel of an unknown job: exit %d\n%s", code, r.tr.buf.String())
 			}
 
