@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sqsworker/sqsworker/internal/termsafe"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
@@ -287,6 +289,13 @@ func deleteSchedule(ctx context.Context, g *globals, cmd *cobra.Command, jobID s
 		return ""
 	}
 	return schedule.ScheduleName(jobID)
+}
+
+// percentText shows a progress fraction as a percentage with at most 2 decimals (stores keep 4
+// decimal places of the fraction), rounded so that binary floating point does not show 0.29 as
+// 28.999999999999996%.
+func percentText(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1e4)/100, 'f', -1, 64) + "%"
 }
 
 // safeText escapes job data for a terminal (internal/termsafe, as every command does): control

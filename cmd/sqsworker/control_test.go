@@ -285,3 +285,12 @@ func TestSafeTextEscapesHostileText(t *testing.T) {
 		}
 	}
 }
+
+func TestPercentText(t *testing.T) {
+	t.Parallel()
+	for f, want := range map[float64]string{0: "0%", 0.29: "29%", 0.57: "57%", 0.07: "7%", 0.1234: "12.34%", 0.3333: "33.33%", 1: "100%"} {
+		if got := percentText(f); got != want {
+			t.Errorf("percentText(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
