@@ -115,7 +115,7 @@ func (e *Enqueuer) checkDebounce(d *Debounce, m producer.Message) error {
 		return invalid("Debounce.Key and Debounce.Fields are both set: give the key, or the args fields to derive it from")
 	case !m.RunAt.IsZero():
 		return invalid("Debounce with a delay (producer.WithDelay or WithRunAt): the debounce decides when the job runs")
-	case m.Key != m.ID && !e.prod.FIFO():
+	case m.Key != m.ID && !e.fifo(m):
 		return invalid("Debounce with producer.WithKey %q: every debounced job is a job of its own, and one key for all of them would make the worker skip each after the first", m.Key)
 	case len(m.Attributes) > 0:
 		return invalid("Debounce with message attributes (producer.WithAttributes): a debounced job is sent by EventBridge Scheduler, whose target cannot set them")

@@ -244,3 +244,45 @@ func TestDebounceRoutedKindRunsOnItsQueue(t *testing.T) {
 		t.Fatalf("%d jobs ran as misrouted, want 0", misrouted)
 	}
 }
+
+// TestRulesOnARoutedFIFOQueue: with a producer whose default queue is standard and whose kind is
+// routed to a FIFO queue, the FIFO rules are those of the job's queue: a unique or debounced
+// job with a deduplication id of its own is refused there (SQS would drop the key's next job),
+// and a debounce with WithKey is refused for the FIFO reason, before any call.
+func TestRulesOnARoutedFIFOQueue(t *testing.T) {
+	t.Parallel()
+	set, err := queues.New(queues.Queue{Name: queues.DefaultName, URL: "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"},
+		queues.Queue{Name: "orders", URL: "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-orders.fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := producer.New(producer.Config{SQS: noCalls{t}, Queues: set, Routes: queues.Routes{"report.export": "orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &queueRecordingScheduler{recordingScheduler{t: t}}
+	e, err := dedup.New(dedup.Config{Producer: p, DynamoDB: noCalls{t}, Table: "jobs", Jobs: noCalls{t}, Scheduler: fake, LocalScheduler: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := producer.WithGroupID("g")
+	for _, tt := range []struct {
+		name string
+		rule dedup.Rule
+		opts []producer.Option
+		want string
+	}{
+		{"unique with a dedup id", dedup.Unique{Key: "k", Window: time.Hour}, []producer.Option{group, producer.WithDeduplicationID("d-1")}, "FIFO queue: the job has a deduplication id of its own"},
+		{"unique with a key", dedup.Unique{Key: "k", Window: time.Hour}, []producer.Option{group, producer.WithKey("order-1")}, "FIFO queue: the job has a key of its own"},
+		{"debounce with a dedup id", dedup.Debounce{Period: 10 * time.Second}, []producer.Option{group, producer.WithDeduplicationID("d-1")}, "FIFO queue: the job has a deduplication id of its own"},
+		{"debounce with a key", dedup.Debounce{Period: 10 * time.Second}, []producer.Option{group, producer.WithKey("order-1")}, "FIFO queue: the job has a key of its own"},
+	} {
+		_, err := e.Enqueue(context.Background(), exportArgs{User: "u"}, tt.rule, tt.opts...)
+		if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want ErrInvalid saying %q", tt.name, err, tt.want)
+		}
+	}
+	if calls := fake.took(); len(calls) != 0 {
+		t.Errorf("scheduler calls %v, want none", calls)
+	}
+}
