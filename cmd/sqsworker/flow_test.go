@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/flow"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // TestFlowCommandsGolden pauses and resumes a kind and the stack's queue, and lists the pauses and
@@ -88,5 +92,58 @@ func TestFlowHelp(t *testing.T) {
 		if _, ex, ok := strings.Cut(out.String(), "Examples:\n"); !ok || !strings.Contains(ex, "sqsworker "+args[0]) {
 			t.Errorf("%v: no examples:\n%s", args, out.String())
 		}
+	}
+}
+
+// TestPauseQueueOfSeveral: on a stack of several queues, pause --queue and resume --queue take a
+// queue's name in the stack (as enqueue, dlq and queues take it) or its SQS name, and record the
+// pause under the SQS name, which is what the poller gate of that queue (sqsworker run's, one per
+// queue) reads: the paused queue stops, the stack's other queues go on. A queue the stack does not
+// have is an error that lists the stack's queues.
+func TestPauseQueueOfSeveral(t *testing.T) {
+	t.Parallel()
+	stack := fmt.Sprintf("cli-pauseq-%03d", stackSeq.Add(1))
+	tr := newTranscript(t, stack)
+	tr.must("up", "--queue", "critical", "--queue", "bulk")
+	b := backend(t)
+	ctx := context.Background()
+	client := sqs.NewFromConfig(b.Config)
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	// paused answers as the poller of sqsworker run does for the queue named name (a fresh gate
+	// reads the table).
+	paused := func(name string) bool {
+		t.Helper()
+		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queues.SQSName(stack, name, false))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return queueGate(ddb, awslocal.TableName(stack), aws.ToString(out.QueueUrl))(ctx)
+	}
+	for _, step := range []struct {
+		args []string
+		want map[string]bool // queue → paused
+	}{
+		{[]string{"pause", "--queue", "bulk", "--note", "import stuck"}, map[string]bool{"bulk": true}},
+		{[]string{"resume", "--queue", "bulk"}, map[string]bool{}},
+		{[]string{"pause", "--queue", "default"}, map[string]bool{"default": true}},
+		{[]string{"resume", "--queue", stack + "-jobs"}, map[string]bool{}}, // by its SQS name
+		{[]string{"pause", "--queue", stack + "-jobs-critical"}, map[string]bool{"critical": true}},
+		{[]string{"resume", "--queue", "critical"}, map[string]bool{}},
+	} {
+		out := tr.must(step.args...)
+		if !strings.Contains(out, stack+"-jobs") {
+			t.Errorf("%v: the output does not name the queue's SQS name:\n%s", step.args, out)
+		}
+		for _, q := range []string{"default", "critical", "bulk"} {
+			if got := paused(q); got != step.want[q] {
+				t.Errorf("after %v: queue %s paused = %v, want %v", step.args, q, got, step.want[q])
+			}
+		}
+	}
+	if _, code := tr.run("", "pause", "--queue", "urgent"); code != exitError {
+		t.Errorf("pause --queue urgent: exit %d, want %d", code, exitError)
+	}
+	if !strings.Contains(tr.buf.String(), `has no queue "urgent"`) || !strings.Contains(tr.buf.String(), "its queues: default, bulk, critical") {
+		t.Errorf("the error does not name the stack's queues:\n%s", tr.buf.String())
 	}
 }
