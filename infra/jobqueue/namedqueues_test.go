@@ -241,6 +241,11 @@ func TestNamedQueuesBadProps(t *testing.T) {
 	}{
 		{"two queues with one name", func(p *Props) { p.Queues = []QueueProps{{Name: "bulk"}, {Name: "bulk"}} },
 			[]string{`Queues[0] and Queues[1] are both named "bulk"`}},
+		{"two names, one construct id", func(p *Props) {
+			p.Queues = []QueueProps{{Name: "bulk_2"}, {Name: "bulk2"}, {Name: "a_b"}, {Name: "a__b"}}
+		},
+			[]string{`Queues[0] ("bulk_2") and Queues[1] ("bulk2") differ only in their underscores: both would be the construct QueueBulk2`,
+				`Queues[2] ("a_b") and Queues[3] ("a__b")`}},
 		{"a route to a missing queue", func(p *Props) {
 			p.Queues = []QueueProps{{Name: "bulk"}}
 			p.Routes = map[string]string{"email.send": "critical"}
