@@ -42,7 +42,9 @@ pause KIND pauses a kind in the stack's job table: every worker with the flow mi
 (the stack's worker function has it) defers the kind's jobs from its next pause check,
 within 5 seconds. They are not run, not dead-lettered, spend no attempt and do not count
 towards the deferral bound; each comes back every minute or so (a receive and a visibility
-change each time) until 'sqsworker resume KIND'.
+change each time) until 'sqsworker resume KIND'. On a FIFO queue pause the queue instead: a
+paused kind's FIFO messages are not re-sent, so after maxReceiveCount such receives (about
+10 minutes with the defaults) SQS moves them to the DLQ.
 
 pause --queue NAME pauses a whole queue: a queue of the stack as 'sqsworker queues' names
 it (default, critical, bulk), or any queue by its SQS name (myapp-jobs-bulk). It records the
