@@ -456,10 +456,10 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 		tw := newTable(w)
 		fmt.Fprintln(tw, "PAUSED\tNAME\tSINCE\tBY\tNOTE")
 		for _, k := range p.Kinds {
-			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", k.Kind, showTime(k.At), orDash(k.By), orDash(oneLine(k.Note, 60)))
+			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", oneLine(k.Kind, 128), showTime(k.At), orDash(k.By), orDash(oneLine(k.Note, 60)))
 		}
 		for _, q := range p.Queues {
-			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", q.Queue, showTime(q.At), orDash(q.By), orDash(oneLine(q.Note, 60)))
+			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", oneLine(q.Queue, 80), showTime(q.At), orDash(q.By), orDash(oneLine(q.Note, 60)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -493,14 +493,14 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 				parts = append(parts, fmt.Sprintf("%s until %s", id, showTime(h.LeaseUntil)))
 			}
 			detail := strings.Join(parts, "; ")
-			fmt.Fprintf(tw, "concurrency\t%s\t%s\t%d of %d\t%s\n", l.Name, key, live, l.Limit, orDash(detail))
+			fmt.Fprintf(tw, "concurrency\t%s\t%s\t%d of %d\t%s\n", oneLine(l.Name, 128), key, live, l.Limit, orDash(detail))
 			continue
 		}
 		detail := fmt.Sprintf("%d per %s, burst %d", l.Limit, l.Period, l.Burst)
 		if l.Available == 0 && !l.NextAt.IsZero() {
 			detail += ", next at " + showTime(l.NextAt)
 		}
-		fmt.Fprintf(tw, "rate\t%s\t%s\t%d of %d free\t%s\n", l.Name, key, l.Available, l.Burst, detail)
+		fmt.Fprintf(tw, "rate\t%s\t%s\t%d of %d free\t%s\n", oneLine(l.Name, 128), key, l.Available, l.Burst, detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
@@ -145,5 +147,51 @@ func TestPauseQueueOfSeveral(t *testing.T) {
 	}
 	if !strings.Contains(tr.buf.String(), `has no queue "urgent"`) || !strings.Contains(tr.buf.String(), "its queues: default, bulk, critical") {
 		t.Errorf("the error does not name the stack's queues:\n%s", tr.buf.String())
+	}
+}
+
+// TestLimitsEscapesWhatTheTableHolds: limits prints the names the table holds (a paused kind or
+// queue, a limit's name) escaped, as it prints keys and notes, whoever wrote them: no terminal
+// control sequence or bidi override reaches the terminal.
+func TestLimitsEscapesWhatTheTableHolds(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "flowesc", false)
+	b := backend(t)
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	table := awslocal.TableName(stack)
+	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := tbl.AcquireSlot(ctx, flow.SlotRequest{Name: "n" + hostile, Key: "k", Limit: 2, JobID: "01JDQ3ZV5XG8K2M4N6P8R0T2V5", LeaseUntil: now.Add(time.Minute), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.TakeToken(ctx, flow.TokenRequest{Name: "r" + hostile, Limit: 1, Period: time.Second, Burst: 1, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	// Pauses as another writer of the table may leave them (PauseKind and PauseQueue check names).
+	for attr, p := range map[string]string{
+		"k_" + hex.EncodeToString([]byte("k"+hostile)): `{"at":"2030-01-02T03:04:05Z"}`,
+		"q_" + hex.EncodeToString([]byte("q"+hostile)): `{"at":"2030-01-02T03:04:05Z"}`,
+	} {
+		if _, err := ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key:                       map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: flow.PauseKey}},
+			UpdateExpression:          aws.String("SET #a = :v"),
+			ExpressionAttributeNames:  map[string]string{"#a": attr},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":v": &ddbtypes.AttributeValueMemberS{Value: p}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := newTranscript(t, stack).must("limits")
+	if r, bad := rawTerminal(out); bad {
+		t.Errorf("limits printed %U raw:\n%q", r, out)
+	}
+	for _, want := range []string{`k\x1b]0;pwned`, `q\x1b]0;pwned`, `n\x1b]0;pwned`, `r\x1b]0;pwned`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("limits does not show %s escaped:\n%s", want, out)
+		}
 	}
 }
