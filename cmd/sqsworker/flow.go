@@ -136,7 +136,7 @@ func runPause(cmd *cobra.Command, g *globals, o *flowOpts, args []string, pause 
 		}
 	default:
 		if err := flow.ValidateQueueName(o.queue); err != nil {
-			return &usageError{fmt.Errorf("--queue: %v", errors.Unwrap(err))}
+			return &usageError{fmt.Errorf("--queue: %s", strings.TrimPrefix(err.Error(), flow.ErrInvalid.Error()+": "))}
 		}
 	}
 	if o.function != "" && o.queue == "" {

@@ -148,6 +148,13 @@ func TestPauseQueueOfSeveral(t *testing.T) {
 	if !strings.Contains(tr.buf.String(), `has no queue "urgent"`) || !strings.Contains(tr.buf.String(), "its queues: default, bulk, critical") {
 		t.Errorf("the error does not name the stack's queues:\n%s", tr.buf.String())
 	}
+	// A name no queue can have: a usage error that says what a name may be.
+	if _, code := tr.run("", "resume", "--queue", "bad!"); code != exitUsage {
+		t.Errorf("resume --queue bad!: exit %d, want %d", code, exitUsage)
+	}
+	if want := `--queue: queue name "bad!": want 1-80 letters, digits`; !strings.Contains(tr.buf.String(), want) {
+		t.Errorf("the error does not say %q:\n%s", want, tr.buf.String())
+	}
 }
 
 // TestLimitsEscapesWhatTheTableHolds: limits prints the names the table holds (a paused kind or
