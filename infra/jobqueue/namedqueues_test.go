@@ -161,6 +161,18 @@ func TestNamedQueuesWorkerEnvironmentAndGrants(t *testing.T) {
 			t.Errorf("the worker may not send to %s", target)
 		}
 	}
+	// Its event source per queue: receive, delete, and the visibility changes of retries and
+	// deferrals; never a DLQ's messages.
+	for _, target := range []string{"JobsQueueCritical", "JobsQueueBulk"} {
+		for _, action := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
+			if !policyGrants(t, policies, "JobsWorkerRole", target, action) {
+				t.Errorf("the worker may not %s on %s", action, target)
+			}
+		}
+		if policyGrants(t, policies, "JobsWorkerRole", target+"DLQ", "sqs:ReceiveMessage") {
+			t.Errorf("the worker may receive from %sDLQ", target)
+		}
+	}
 	for _, who := range []string{"JobsSchedulerRole", "JobsApiRole", "JobsRelayRole", "Producer"} {
 		for _, target := range []string{"JobsQueueCritical", "JobsQueueBulk"} {
 			if !policyGrants(t, policies, who, target, "sqs:SendMessage") {
