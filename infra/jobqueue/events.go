@@ -29,17 +29,19 @@ const (
 	DefaultEventsRetries   = 10
 	// EventsSource is the events' source (functions/events's default, pkg/jobevents.DefaultSource).
 	EventsSource = "sqsworker"
-	// EventsDetailType is their detail-type (pkg/jobevents.DetailType).
+	// EventsDetailType is the detail-type of a job's event (pkg/jobevents.DetailType).
 	EventsDetailType = "Job Finished"
-	EnvEventBus      = "SQSWORKER_EVENT_BUS"
-	EnvEventSource   = "SQSWORKER_EVENT_SOURCE"
+	// EventsBatchDetailType is the detail-type of a batch's (pkg/jobevents.BatchDetailType).
+	EventsBatchDetailType = "Batch Finished"
+	EnvEventBus           = "SQSWORKER_EVENT_BUS"
+	EnvEventSource        = "SQSWORKER_EVENT_SOURCE"
 )
 
 // EventsFilterPattern is the mapping's filter criteria: inserts and modifications whose new image
-// is in a final state (it mirrors pkg/jobevents.FilterPattern, which this module does not
+// is in a final state, a job's or a batch's (it mirrors pkg/jobevents.FilterPattern, which this module does not
 // import). Lambda evaluates it before invoking: the claims, renewals, progress writes and retries
 // of running jobs cost no invocation.
-const EventsFilterPattern = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"st":{"S":["succeeded","dead","cancelled"]}}}}`
+const EventsFilterPattern = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"st":{"S":["succeeded","dead","cancelled","done"]}}}}`
 
 // Alarm name suffixes of the completion events.
 const (
@@ -236,7 +238,7 @@ func (jq *JobQueue) addEvents() {
 		o := awscdk.NewCfnOutput(c, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
 		o.OverrideLogicalId(jsii.String(*c.Node().Id() + id))
 	}
-	out("EventBusName", ev.Bus.EventBusName(), "The EventBridge bus of the completion events (source "+EventsSource+", detail-type "+EventsDetailType+")")
+	out("EventBusName", ev.Bus.EventBusName(), "The EventBridge bus of the completion events (source "+EventsSource+", detail-type "+EventsDetailType+" or "+EventsBatchDetailType+")")
 	out("EventsFunctionName", ev.Function.FunctionName(), "The completion events function")
 	out("EventsFailuresQueueUrl", ev.Failures.QueueUrl(), "Where the job table stream's event source names the batches it gives up on")
 }

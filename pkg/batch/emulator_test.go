@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobevents"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
@@ -44,6 +47,25 @@ func TestBatchSmall(t *testing.T) {
 	sort.Strings(want)
 	if s := sums[0]; s.Batch != b.ID() || s.Total != 10 || s.Succeeded != 8 || s.Dead != 2 || !slices.Equal(s.NotSucceeded, want) {
 		t.Errorf("summary %+v, want 8 succeeded, 2 dead %v", s, want)
+	}
+	// The finished batch's item, as the job table's stream carries it, is the completion event
+	// pkg/jobevents publishes (the contract between the two packages: docs/TABLE.md).
+	out, err := r.ddb.GetItem(r.ctx, &dynamodb.GetItemInput{TableName: aws.String(r.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{idempotency.AttrPK: &types.AttributeValueMemberS{Value: "batch:" + b.ID()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := events.DynamoDBEventRecord{EventName: "MODIFY"}
+	rec.Change.NewImage = dynamooutbox.ToStreamImage(out.Item)
+	rec.Change.OldImage = map[string]events.DynamoDBAttributeValue{idempotency.AttrState: events.NewStringAttribute(batch.StateSealed)}
+	ev, ok, err := jobevents.BatchFromRecord(&rec)
+	if err != nil || !ok || !jobevents.Filter(&rec) {
+		t.Fatalf("the finished batch's stream record: event %v, %v (filter %v); want one", ok, err, jobevents.Filter(&rec))
+	}
+	if ev.BatchID != b.ID() || ev.Description != "ten thumbnails" || ev.Total == nil || *ev.Total != 10 || *ev.Succeeded != 8 ||
+		*ev.Dead != 2 || *ev.Cancelled != 0 || ev.CallbackJobID != info.Callback || ev.CallbackKind == "" ||
+		!ev.FinishedAt.Equal(info.DoneAt) || ev.SealedAt == nil || !ev.SealedAt.Equal(info.SealedAt) {
+		t.Errorf("batch event %+v, want the batch %+v", ev, info)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package jobevents publishes an event to Amazon EventBridge each time a job's record enters a
-// final state (succeeded, dead or cancelled), so that other services subscribe with a rule
-// instead of polling the job table.
+// final state (succeeded, dead or cancelled; detail-type "Job Finished", Event), and each time a
+// batch of pkg/batch finishes ("Batch Finished", BatchEvent), so that other services subscribe
+// with a rule instead of polling the job table.
 //
 //	pub, err := jobevents.New(jobevents.Config{EventBridge: eventbridge.NewFromConfig(cfg)})
 //	…

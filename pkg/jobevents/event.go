@@ -66,10 +66,11 @@ type Event struct {
 }
 
 // FilterPattern is the filter criteria pattern of the event source mapping that feeds the events
-// function: inserts and modifications whose new image is in a final state. Lambda filters before
-// invoking (filtered records cost no invocation); the function still drops records whose state
-// did not change (FromRecord). ddbstream runs the same filter locally with Filter.
-const FilterPattern = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"st":{"S":["succeeded","dead","cancelled"]}}}}`
+// function: inserts and modifications whose new image is in a final state (a job's succeeded,
+// dead or cancelled; a batch's done). Lambda filters before invoking (filtered records cost no
+// invocation); the function still drops records whose state did not change (FromRecord,
+// BatchFromRecord). ddbstream runs the same filter locally with Filter.
+const FilterPattern = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"st":{"S":["succeeded","dead","cancelled","done"]}}}}`
 
 // Filter is FilterPattern as a ddbstream.Config.Filter.
 func Filter(r *events.DynamoDBEventRecord) bool {
@@ -77,7 +78,7 @@ func Filter(r *events.DynamoDBEventRecord) bool {
 		return false
 	}
 	st, ok := r.Change.NewImage[idempotency.AttrState]
-	return ok && st.DataType() == events.DataTypeString && finalState(st.String())
+	return ok && st.DataType() == events.DataTypeString && (finalState(st.String()) || st.String() == batchStateDone)
 }
 
 func finalState(s string) bool {
@@ -101,7 +102,7 @@ func FromRecord(r *events.DynamoDBEventRecord) (ev Event, ok bool, err error) {
 	}
 	newImg := r.Change.NewImage
 	pk, _ := stringAttr(newImg, idempotency.AttrPK)
-	if !jobItemKey(pk) {
+	if st, _ := stringAttr(newImg, idempotency.AttrState); !finalState(st) || !jobItemKey(pk) {
 		return Event{}, false, nil
 	}
 	prev := ""

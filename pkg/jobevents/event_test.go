@@ -144,6 +144,8 @@ type fakeBus struct {
 	refuse   map[int]string // call number → error code for its first entry
 	failCall map[int]bool   // call number → the whole call fails
 	accepted []Event
+	types    []string // each accepted entry's detail-type
+	details  []string // and its detail
 }
 
 func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
@@ -165,6 +167,8 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 			return nil, err
 		}
 		f.accepted = append(f.accepted, ev)
+		f.types = append(f.types, aws.ToString(e.DetailType))
+		f.details = append(f.details, aws.ToString(e.Detail))
 		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: aws.String("eb-" + strconv.Itoa(len(f.accepted)))})
 	}
 	return out, nil

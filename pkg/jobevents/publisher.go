@@ -117,10 +117,22 @@ func (p *Publisher) Stats() Stats {
 		Malformed: s.malformed.Load(), Failed: s.failed.Load()}
 }
 
-// pending is an event and the stream record it comes from.
+// pending is an event (a job's or a batch's) and the stream record it comes from.
 type pending struct {
-	ev  Event
-	seq string
+	id         string // the event's ID
+	subject    string // "job <id>" or "batch <id>", for logs and errors
+	detailType string
+	detail     any
+	at         time.Time
+	seq        string
+}
+
+func pendingJob(e Event, seq string) pending {
+	return pending{id: e.ID, subject: "job " + e.JobID, detailType: DetailType, detail: e, at: e.FinishedAt, seq: seq}
+}
+
+func pendingBatch(e BatchEvent, seq string) pending {
+	return pending{id: e.ID, subject: "batch " + e.BatchID, detailType: BatchDetailType, detail: e, at: e.FinishedAt, seq: seq}
 }
 
 // HandleDynamoDB publishes the completion events of a batch of stream records, in order, at most
@@ -137,6 +149,15 @@ func (p *Publisher) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent)
 		r := &ev.Records[i]
 		p.stats.records.Add(1)
 		e, ok, err := FromRecord(r)
+		var next pending
+		if err == nil && ok {
+			next = pendingJob(e, r.Change.SequenceNumber)
+		} else if err == nil {
+			var b BatchEvent
+			if b, ok, err = BatchFromRecord(r); err == nil && ok {
+				next = pendingBatch(b, r.Change.SequenceNumber)
+			}
+		}
 		switch {
 		case err != nil:
 			p.stats.malformed.Add(1)
@@ -145,7 +166,7 @@ func (p *Publisher) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent)
 		case !ok:
 			p.stats.skipped.Add(1)
 		default:
-			todo = append(todo, pending{ev: e, seq: r.Change.SequenceNumber})
+			todo = append(todo, next)
 		}
 	}
 	for len(todo) > 0 {
@@ -167,13 +188,13 @@ func (p *Publisher) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent)
 func (p *Publisher) Publish(ctx context.Context, evs []Event) (int, error) {
 	todo := make([]pending, len(evs))
 	for i := range evs {
-		todo[i] = pending{ev: evs[i]}
+		todo[i] = pendingJob(evs[i], "")
 	}
 	done := 0
 	for len(todo) > 0 {
 		n := min(len(todo), maxEntries)
 		if failed := p.publish(ctx, todo[:n]); failed >= 0 {
-			return done + failed, fmt.Errorf("jobevents: event %s of job %s was not published", todo[failed].ev.ID, todo[failed].ev.JobID)
+			return done + failed, fmt.Errorf("jobevents: event %s of %s was not published", todo[failed].id, todo[failed].subject)
 		}
 		done += n
 		todo = todo[n:]
@@ -186,13 +207,13 @@ func (p *Publisher) Publish(ctx context.Context, evs []Event) (int, error) {
 func (p *Publisher) publish(ctx context.Context, batch []pending) int {
 	entries := make([]ebtypes.PutEventsRequestEntry, len(batch))
 	for i := range batch {
-		detail, err := json.Marshal(batch[i].ev)
-		if err != nil { // not reached: an Event always marshals
+		detail, err := json.Marshal(batch[i].detail)
+		if err != nil { // not reached: an Event or a BatchEvent always marshals
 			return i
 		}
 		entries[i] = ebtypes.PutEventsRequestEntry{
-			EventBusName: aws.String(p.cfg.EventBus), Source: aws.String(p.cfg.Source), DetailType: aws.String(DetailType),
-			Detail: aws.String(string(detail)), Time: aws.Time(batch[i].ev.FinishedAt),
+			EventBusName: aws.String(p.cfg.EventBus), Source: aws.String(p.cfg.Source), DetailType: aws.String(batch[i].detailType),
+			Detail: aws.String(string(detail)), Time: aws.Time(batch[i].at),
 		}
 	}
 	left := make([]int, len(batch)) // indexes into batch still to send
@@ -229,7 +250,7 @@ func (p *Publisher) publish(ctx context.Context, batch []pending) int {
 		if attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
 			first := left[0]
 			p.cfg.Logger.ErrorContext(ctx, "sqsworker: completion events not published; the stream retries them",
-				"events", len(left), "first_event_id", batch[first].ev.ID, "job_id", batch[first].ev.JobID, "attempts", attempt, "error", lastErr)
+				"events", len(left), "first_event_id", batch[first].id, "of", batch[first].subject, "attempts", attempt, "error", lastErr)
 			return first
 		}
 		if err := p.sleep(ctx, delay); err != nil {
