@@ -92,10 +92,13 @@ type Config struct {
 	SQS SQSAPI
 
 	// QueueURL is the source queue's URL. Defaults to the URL of the event source ARN, looked up
-	// once with GetQueueUrl and cached.
+	// once with GetQueueUrl and cached. Leave it unset for a handler fed by several queues: a
+	// record whose event source ARN names another queue is settled on that queue anyway (and
+	// logged once as a misconfiguration).
 	QueueURL string
 	// DLQURL is the dead-letter queue's URL. Defaults to the target of the source queue's redrive
-	// policy, looked up once (GetQueueAttributes, GetQueueUrl) and cached.
+	// policy, looked up once (GetQueueAttributes, GetQueueUrl) and cached. With QueueURL set, it
+	// is the DLQ of that queue's records only; without, of every queue's.
 	DLQURL string
 
 	// Concurrency bounds the jobs of one batch that run at the same time (on a FIFO source: the

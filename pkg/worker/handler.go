@@ -22,9 +22,10 @@ type Handler struct {
 	cfg       Config
 	recorders []deadRecorder // the middleware that implement DeadLetterRecorder
 
-	mu       sync.Mutex
-	queueURL map[string]string // event source ARN → queue URL
-	dlqURL   map[string]string // event source ARN → DLQ URL
+	mu           sync.Mutex
+	queueURL     map[string]string // event source ARN → queue URL
+	dlqURL       map[string]string // event source ARN → DLQ URL
+	foreignQueue sync.Once         // the warning of a record from a queue other than Config.QueueURL
 
 	misrouted sync.Map // "kind queueARN" → true, once logged (Config.Routing)
 }

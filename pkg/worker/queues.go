@@ -13,9 +13,12 @@ import (
 )
 
 // queueURLFor returns the source queue's URL: the configured one, or the URL of the event source
-// ARN (looked up once).
+// ARN (looked up once). A configured QueueURL is the source of events that name no queue or name
+// that queue; a record from another queue (a handler fed by several, misconfigured with one
+// QueueURL) is settled on its own queue, not on the configured one: its receipt handle is valid
+// only there, and its re-sends belong there.
 func (h *Handler) queueURLFor(ctx context.Context, arn string) (string, error) {
-	if h.cfg.QueueURL != "" {
+	if h.configuredSource(arn) {
 		return h.cfg.QueueURL, nil
 	}
 	h.mu.Lock()
@@ -37,8 +40,8 @@ func (h *Handler) queueURLFor(ctx context.Context, arn string) (string, error) {
 // dlqURLFor returns the DLQ's URL: the configured one, or the target of the source queue's
 // redrive policy (looked up once).
 func (h *Handler) dlqURLFor(ctx context.Context, arn string) (string, error) {
-	if h.cfg.DLQURL != "" {
-		return h.cfg.DLQURL, nil
+	if h.cfg.DLQURL != "" && (h.cfg.QueueURL == "" || h.configuredSource(arn)) {
+		return h.cfg.DLQURL, nil // the DLQ of the configured queue, or of every queue when none is configured
 	}
 	h.mu.Lock()
 	url, ok := h.dlqURL[arn]
@@ -78,6 +81,26 @@ func (h *Handler) dlqURLFor(ctx context.Context, arn string) (string, error) {
 }
 
 var errNoARN = errors.New("worker: the event has no eventSourceARN and no QueueURL is configured")
+
+// configuredSource reports whether Config.QueueURL is set and is the queue of a record from arn:
+// arn is empty, or names the queue the URL's last path segment names.
+func (h *Handler) configuredSource(arn string) bool {
+	if h.cfg.QueueURL == "" {
+		return false
+	}
+	if arn == "" {
+		return true
+	}
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	if name == h.cfg.QueueURL[strings.LastIndexByte(h.cfg.QueueURL, '/')+1:] {
+		return true
+	}
+	h.foreignQueue.Do(func() {
+		h.cfg.Logger.Warn("sqsworker: a record came from a queue other than Config.QueueURL; it is settled on its own queue (leave QueueURL unset for a handler fed by several queues)",
+			"queue_url", h.cfg.QueueURL, "event_source_arn", arn)
+	})
+	return false
+}
 
 // urlOfARN looks up a queue's URL from its ARN (arn:aws:sqs:region:account:name).
 func (h *Handler) urlOfARN(ctx context.Context, arn string) (string, error) {
