@@ -110,7 +110,7 @@ func (h *Handler) handle(ctx context.Context, segs [][]sqsevent.Record) []string
 	}
 	b.sourceARN = b.items[0].rec.EventSourceARN
 	// FIFO by the queue's name only: standard queues may carry message groups too (fair queues).
-	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo") || strings.HasSuffix(h.cfg.QueueURL, ".fifo")
+	b.fifo = strings.HasSuffix(b.sourceARN, ".fifo") || (b.sourceARN == "" && strings.HasSuffix(h.cfg.QueueURL, ".fifo")) // the ARN, when there is one, names the record's queue
 	if dl, ok := ctx.Deadline(); ok {
 		b.workEnd = dl.Add(-h.cfg.DeadlineMargin)
 	}
