@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sqsworker/sqsworker/internal/termsafe"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
@@ -88,7 +90,7 @@ that has finished (succeeded, dead, or already cancelled), is an error (exit 1).
 				res, err = table.CancelByID(ctx, args[0], reason)
 			}
 			if err != nil {
-				return cancelError(err, args[0], tableName)
+				return cancelError(err, args[0], tableName, byKey)
 			}
 			var schedule string
 			if res.Was == idempotency.StateScheduled && res.Job.JobID != "" {
@@ -244,12 +246,16 @@ func openStatus(ctx context.Context, g *globals, stack string) (*status.Table, s
 }
 
 // cancelError says why a cancellation was refused, in the CLI's words.
-func cancelError(err error, job, table string) error {
+func cancelError(err error, job, table string, byKey bool) error {
 	switch {
 	case errors.Is(err, status.ErrInvalid):
 		return &usageError{err}
 	case errors.Is(err, status.ErrNotFound):
-		return fmt.Errorf("no job %s in table %s to cancel (a job id enqueued in the last second may not be indexed yet; name it as KIND/KEY): %v", safeText(job), table, err)
+		hint := "a job enqueued without a queued record (producer.Config.Status) has no record until a worker claims it"
+		if !byKey {
+			hint += "; a job id enqueued in the last second may not be indexed yet: name it as KIND/KEY"
+		}
+		return fmt.Errorf("no job %s in table %s to cancel (%s): %v", safeText(job), table, hint, err)
 	case errors.Is(err, status.ErrFinished):
 		return fmt.Errorf("job %s has finished, nothing to cancel: %v", safeText(job), err)
 	}
@@ -283,6 +289,13 @@ func deleteSchedule(ctx context.Context, g *globals, cmd *cobra.Command, jobID s
 		return ""
 	}
 	return schedule.ScheduleName(jobID)
+}
+
+// percentText shows a progress fraction as a percentage with at most 2 decimals (stores keep 4
+// decimal places of the fraction), rounded so that binary floating point does not show 0.29 as
+// 28.999999999999996%.
+func percentText(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1e4)/100, 'f', -1, 64) + "%"
 }
 
 // safeText escapes job data for a terminal (internal/termsafe, as every command does): control

@@ -229,7 +229,9 @@ func TestCancelRunningJobFromTheCLI(t *testing.T) {
 			if out, code := r.tr.run("", "cancel", res.ID); code != 1 || !strings.Contains(r.tr.buf.String(), "has finished") {
 				t.Errorf("second cancel: exit %d, %s", code, out)
 			}
-			if _, code := r.tr.run("", "cancel", "control.long/no-such-key"); code != 1 || !strings.Contains(r.tr.buf.String(), "no job control.long/no-such-key") {
+			r.tr.buf.Reset()
+			if _, code := r.tr.run("", "cancel", "control.long/no-such-key"); code != 1 || !strings.Contains(r.tr.buf.String(), "no job control.long/no-such-key") ||
+				strings.Contains(r.tr.buf.String(), "name it as KIND/KEY") || !strings.Contains(r.tr.buf.String(), "no record until a worker claims it") {
 				t.Errorf("cancel of an unknown job: exit %d\n%s", code, r.tr.buf.String())
 			}
 
@@ -280,6 +282,15 @@ func TestSafeTextEscapesHostileText(t *testing.T) {
 	} {
 		if got := safeText(in); got != want {
 			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPercentText(t *testing.T) {
+	t.Parallel()
+	for f, want := range map[float64]string{0: "0%", 0.29: "29%", 0.57: "57%", 0.07: "7%", 0.1234: "12.34%", 0.3333: "33.33%", 1: "100%"} {
+		if got := percentText(f); got != want {
+			t.Errorf("percentText(%v) = %q, want %q", f, got, want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/flow/esm"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // flowOpts are the flags of pause and resume.
@@ -41,23 +42,27 @@ pause KIND pauses a kind in the stack's job table: every worker with the flow mi
 (the stack's worker function has it) defers the kind's jobs from its next pause check,
 within 5 seconds. They are not run, not dead-lettered, spend no attempt and do not count
 towards the deferral bound; each comes back every minute or so (a receive and a visibility
-change each time) until 'sqsworker resume KIND'.
+change each time) until 'sqsworker resume KIND'. On a FIFO queue pause the queue instead: a
+paused kind's FIFO messages are not re-sent, so after maxReceiveCount such receives (about
+10 minutes with the defaults) SQS moves them to the DLQ.
 
-pause --queue NAME pauses the whole queue: it records the pause in the job table, where
-pollers (sqsworker run, containers with poller.Config.Paused) read it and stop receiving,
-and disables the queue's Lambda event source mappings through the Lambda API (on AWS: the
-worker function stops polling; batches in flight finish). This needs
+pause --queue NAME pauses a whole queue: a queue of the stack as 'sqsworker queues' names
+it (default, critical, bulk), or any queue by its SQS name (myapp-jobs-bulk). It records the
+pause in the job table, under the queue's SQS name, where pollers (sqsworker run, containers
+with poller.Config.Paused) read it and stop receiving, and disables the queue's Lambda event
+source mappings through the Lambda API (on AWS: the worker function stops polling the queue,
+the stack's other queues go on; batches in flight finish). This needs
 lambda:ListEventSourceMappings and lambda:UpdateEventSourceMapping. A paused queue costs
 nothing while it waits; prefer it to pausing a kind that has a large backlog.
 
 See docs/FLOW.md.`,
 		Example: `  sqsworker pause email.send --note "provider outage" --stack myapp
-  sqsworker pause --queue myapp-jobs --stack myapp`,
+  sqsworker pause --queue bulk --note "nightly import stuck" --stack myapp`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPause(cmd, g, o, args, true) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.queue, "queue", "", "pause this queue (by name) instead of a kind")
+	f.StringVar(&o.queue, "queue", "", "pause this queue of the stack (its name, such as bulk or default, or its SQS name) instead of a kind")
 	f.StringVar(&o.function, "function", "", "with --queue: change only this function's event source mappings (default: every mapping of the queue)")
 	f.StringVar(&o.note, "note", "", "why, shown by 'sqsworker limits' and the console (at most 512 bytes)")
 	f.StringVar(&o.by, "by", "", "who pauses, shown with the pause (default: $USER@host; at most 128 bytes)")
@@ -73,12 +78,12 @@ func newResumeCmd(g *globals) *cobra.Command {
 (within 5 seconds; deferred jobs come back within their deferral, about a minute); a queue's
 Lambda event source mappings are enabled again and pollers start receiving.`,
 		Example: `  sqsworker resume email.send --stack myapp
-  sqsworker resume --queue myapp-jobs --stack myapp`,
+  sqsworker resume --queue bulk --stack myapp`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPause(cmd, g, o, args, false) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.queue, "queue", "", "resume this queue (by name) instead of a kind")
+	f.StringVar(&o.queue, "queue", "", "resume this queue of the stack (its name, such as bulk or default, or its SQS name) instead of a kind")
 	f.StringVar(&o.function, "function", "", "with --queue: change only this function's event source mappings")
 	return cmd
 }
@@ -131,7 +136,7 @@ func runPause(cmd *cobra.Command, g *globals, o *flowOpts, args []string, pause 
 		}
 	default:
 		if err := flow.ValidateQueueName(o.queue); err != nil {
-			return &usageError{fmt.Errorf("--queue: %v", errors.Unwrap(err))}
+			return &usageError{fmt.Errorf("--queue: %s", strings.TrimPrefix(err.Error(), flow.ErrInvalid.Error()+": "))}
 		}
 	}
 	if o.function != "" && o.queue == "" {
@@ -178,12 +183,17 @@ func runPause(cmd *cobra.Command, g *globals, o *flowOpts, args []string, pause 
 		}
 		return writeFlowResult(out, g, map[string]any{"resumed": "kind", "kind": kind, "was_paused": was}, msg)
 	}
-	arn, err := lookupQueueARN(ctx, c, o.queue)
+	name, u, err := pauseQueue(ctx, c, stack, o.queue)
 	if err != nil {
 		return err
 	}
+	arn, err := arnOfQueue(ctx, c, name, u)
+	if err != nil {
+		return err
+	}
+	o.queue = name // the pause is recorded under the SQS name, which pollers read
 	ctl := &flow.Control{Table: tbl, Sources: &esm.Switch{Lambda: lambda.NewFromConfig(c.cfg), Function: o.function}}
-	q := flow.QueueRef{Name: o.queue, ARN: arn}
+	q := flow.QueueRef{Name: name, ARN: arn}
 	var res flow.QueueResult
 	if pause {
 		res, err = ctl.PauseQueue(ctx, q, p)
@@ -239,15 +249,39 @@ func writeFlowResult(w io.Writer, g *globals, doc map[string]any, text string) e
 	return err
 }
 
-// lookupQueueARN returns the ARN of the queue named name.
-func lookupQueueARN(ctx context.Context, c *awsClients, name string) (string, error) {
-	u, err := queueURL(ctx, c, name)
-	if errors.Is(err, errNoQueue) {
-		return "", fmt.Errorf("queue %s not found on %s", name, c.where)
+// pauseQueue resolves the NAME of pause --queue (and resume --queue) to an SQS queue name and
+// URL: a queue of the stack by its name in the stack, as enqueue, dlq and queues name it
+// ("critical" is <stack>-jobs-critical, "default" <stack>-jobs; FIFO found by name), else any
+// queue by its SQS name ("shop-jobs-critical"). Pauses are recorded under the SQS name: the
+// pollers' gates (flow.QueueGate, sqsworker run) read that.
+func pauseQueue(ctx context.Context, c *awsClients, stack, queue string) (name, url string, err error) {
+	inStack := queues.ValidateName(queue) == nil
+	if inStack {
+		for _, fifo := range []bool{false, true} {
+			n := queues.SQSName(stack, queue, fifo)
+			u, err := queueURL(ctx, c, n)
+			if err == nil {
+				return n, u, nil
+			}
+			if !errors.Is(err, errNoQueue) {
+				return "", "", err
+			}
+		}
 	}
-	if err != nil {
-		return "", err
+	u, err := queueURL(ctx, c, queue)
+	switch {
+	case err == nil:
+		return queue, u, nil
+	case !errors.Is(err, errNoQueue):
+		return "", "", err
+	case inStack:
+		return "", "", c.missingQueue(ctx, stack, queue)
 	}
+	return "", "", fmt.Errorf("queue %s not found on %s", queue, c.where)
+}
+
+// arnOfQueue returns the ARN of the queue named name, whose URL is u.
+func arnOfQueue(ctx context.Context, c *awsClients, name, u string) (string, error) {
 	out, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(c.reachable(u)),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
@@ -422,10 +456,10 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 		tw := newTable(w)
 		fmt.Fprintln(tw, "PAUSED\tNAME\tSINCE\tBY\tNOTE")
 		for _, k := range p.Kinds {
-			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", k.Kind, showTime(k.At), orDash(k.By), orDash(oneLine(k.Note, 60)))
+			fmt.Fprintf(tw, "kind\t%s\t%s\t%s\t%s\n", oneLine(k.Kind, 128), showTime(k.At), orDash(k.By), orDash(oneLine(k.Note, 60)))
 		}
 		for _, q := range p.Queues {
-			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", q.Queue, showTime(q.At), orDash(q.By), orDash(oneLine(q.Note, 60)))
+			fmt.Fprintf(tw, "queue\t%s\t%s\t%s\t%s\n", oneLine(q.Queue, 80), showTime(q.At), orDash(q.By), orDash(oneLine(q.Note, 60)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -459,14 +493,14 @@ func writeLimits(w io.Writer, p flow.Pauses, ls []flow.LimitState, truncated boo
 				parts = append(parts, fmt.Sprintf("%s until %s", id, showTime(h.LeaseUntil)))
 			}
 			detail := strings.Join(parts, "; ")
-			fmt.Fprintf(tw, "concurrency\t%s\t%s\t%d of %d\t%s\n", l.Name, key, live, l.Limit, orDash(detail))
+			fmt.Fprintf(tw, "concurrency\t%s\t%s\t%d of %d\t%s\n", oneLine(l.Name, 128), key, live, l.Limit, orDash(detail))
 			continue
 		}
 		detail := fmt.Sprintf("%d per %s, burst %d", l.Limit, l.Period, l.Burst)
 		if l.Available == 0 && !l.NextAt.IsZero() {
 			detail += ", next at " + showTime(l.NextAt)
 		}
-		fmt.Fprintf(tw, "rate\t%s\t%s\t%d of %d free\t%s\n", l.Name, key, l.Available, l.Burst, detail)
+		fmt.Fprintf(tw, "rate\t%s\t%s\t%d of %d free\t%s\n", oneLine(l.Name, 128), key, l.Available, l.Burst, detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

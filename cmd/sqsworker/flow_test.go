@@ -3,15 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/flow"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // TestFlowCommandsGolden pauses and resumes a kind and the stack's queue, and lists the pauses and
@@ -87,6 +93,112 @@ func TestFlowHelp(t *testing.T) {
 		}
 		if _, ex, ok := strings.Cut(out.String(), "Examples:\n"); !ok || !strings.Contains(ex, "sqsworker "+args[0]) {
 			t.Errorf("%v: no examples:\n%s", args, out.String())
+		}
+	}
+}
+
+// TestPauseQueueOfSeveral: on a stack of several queues, pause --queue and resume --queue take a
+// queue's name in the stack (as enqueue, dlq and queues take it) or its SQS name, and record the
+// pause under the SQS name, which is what the poller gate of that queue (sqsworker run's, one per
+// queue) reads: the paused queue stops, the stack's other queues go on. A queue the stack does not
+// have is an error that lists the stack's queues.
+func TestPauseQueueOfSeveral(t *testing.T) {
+	t.Parallel()
+	stack := fmt.Sprintf("cli-pauseq-%03d", stackSeq.Add(1))
+	tr := newTranscript(t, stack)
+	tr.must("up", "--queue", "critical", "--queue", "bulk")
+	b := backend(t)
+	ctx := context.Background()
+	client := sqs.NewFromConfig(b.Config)
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	// paused answers as the poller of sqsworker run does for the queue named name (a fresh gate
+	// reads the table).
+	paused := func(name string) bool {
+		t.Helper()
+		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queues.SQSName(stack, name, false))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return queueGate(ddb, awslocal.TableName(stack), aws.ToString(out.QueueUrl))(ctx)
+	}
+	for _, step := range []struct {
+		args []string
+		want map[string]bool // queue → paused
+	}{
+		{[]string{"pause", "--queue", "bulk", "--note", "import stuck"}, map[string]bool{"bulk": true}},
+		{[]string{"resume", "--queue", "bulk"}, map[string]bool{}},
+		{[]string{"pause", "--queue", "default"}, map[string]bool{"default": true}},
+		{[]string{"resume", "--queue", stack + "-jobs"}, map[string]bool{}}, // by its SQS name
+		{[]string{"pause", "--queue", stack + "-jobs-critical"}, map[string]bool{"critical": true}},
+		{[]string{"resume", "--queue", "critical"}, map[string]bool{}},
+	} {
+		out := tr.must(step.args...)
+		if !strings.Contains(out, stack+"-jobs") {
+			t.Errorf("%v: the output does not name the queue's SQS name:\n%s", step.args, out)
+		}
+		for _, q := range []string{"default", "critical", "bulk"} {
+			if got := paused(q); got != step.want[q] {
+				t.Errorf("after %v: queue %s paused = %v, want %v", step.args, q, got, step.want[q])
+			}
+		}
+	}
+	if _, code := tr.run("", "pause", "--queue", "urgent"); code != exitError {
+		t.Errorf("pause --queue urgent: exit %d, want %d", code, exitError)
+	}
+	if !strings.Contains(tr.buf.String(), `has no queue "urgent"`) || !strings.Contains(tr.buf.String(), "its queues: default, bulk, critical") {
+		t.Errorf("the error does not name the stack's queues:\n%s", tr.buf.String())
+	}
+	// A name no queue can have: a usage error that says what a name may be.
+	if _, code := tr.run("", "resume", "--queue", "bad!"); code != exitUsage {
+		t.Errorf("resume --queue bad!: exit %d, want %d", code, exitUsage)
+	}
+	if want := `--queue: queue name "bad!": want 1-80 letters, digits`; !strings.Contains(tr.buf.String(), want) {
+		t.Errorf("the error does not say %q:\n%s", want, tr.buf.String())
+	}
+}
+
+// TestLimitsEscapesWhatTheTableHolds: limits prints the names the table holds (a paused kind or
+// queue, a limit's name) escaped, as it prints keys and notes, whoever wrote them: no terminal
+// control sequence or bidi override reaches the terminal.
+func TestLimitsEscapesWhatTheTableHolds(t *testing.T) {
+	t.Parallel()
+	stack := newStack(t, "flowesc", false)
+	b := backend(t)
+	ctx := context.Background()
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	table := awslocal.TableName(stack)
+	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := tbl.AcquireSlot(ctx, flow.SlotRequest{Name: "n" + hostile, Key: "k", Limit: 2, JobID: "01JDQ3ZV5XG8K2M4N6P8R0T2V5", LeaseUntil: now.Add(time.Minute), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.TakeToken(ctx, flow.TokenRequest{Name: "r" + hostile, Limit: 1, Period: time.Second, Burst: 1, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	// Pauses as another writer of the table may leave them (PauseKind and PauseQueue check names).
+	for attr, p := range map[string]string{
+		"k_" + hex.EncodeToString([]byte("k"+hostile)): `{"at":"2030-01-02T03:04:05Z"}`,
+		"q_" + hex.EncodeToString([]byte("q"+hostile)): `{"at":"2030-01-02T03:04:05Z"}`,
+	} {
+		if _, err := ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key:                       map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: flow.PauseKey}},
+			UpdateExpression:          aws.String("SET #a = :v"),
+			ExpressionAttributeNames:  map[string]string{"#a": attr},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":v": &ddbtypes.AttributeValueMemberS{Value: p}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := newTranscript(t, stack).must("limits")
+	if r, bad := rawTerminal(out); bad {
+		t.Errorf("limits printed %U raw:\n%q", r, out)
+	}
+	for _, want := range []string{`k\x1b]0;pwned`, `q\x1b]0;pwned`, `n\x1b]0;pwned`, `r\x1b]0;pwned`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("limits does not show %s escaped:\n%s", want, out)
 		}
 	}
 }

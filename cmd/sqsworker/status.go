@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +165,7 @@ func printJob(cmd *cobra.Command, j status.Job, rows ...string) error {
 		fmt.Fprintf(tw, "result\t%s\n", safe(j.Result))
 	}
 	if p := j.Progress; !p.IsZero() {
-		fmt.Fprintf(tw, "progress\t%s %s (at %s)\n", strconv.FormatFloat(p.Fraction*100, 'f', -1, 64)+"%", safeText(p.Message), showTime(p.At))
+		fmt.Fprintf(tw, "progress\t%s %s (at %s)\n", percentText(p.Fraction), safeText(p.Message), showTime(p.At))
 	}
 	if !j.CancelRequestedAt.IsZero() {
 		line := showTime(j.CancelRequestedAt)

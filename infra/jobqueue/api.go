@@ -84,11 +84,12 @@ var (
 // job in one one-time schedule through pkg/schedule's Client, ScheduleJob (CreateSchedule; a
 // ConflictException means it exists, nothing is read), RescheduleJob (UpdateSchedule, which
 // replaces the whole schedule on every later enqueue of the key) and CancelJob (DeleteSchedule,
-// for a schedule that lost the race to start the key's job). It neither reads nor lists
-// schedules. With them the API gets iam:PassRole on the scheduler role, to Scheduler only. The
-// rules' items (unique keys, debounced keys, throttle counters) are in the job table, under keys
-// of their own, written with the GetItem, PutItem and UpdateItem of ApiTableActions: no further
-// DynamoDB grant.
+// for a schedule that lost the race to start the key's job); for a kind Routes sends to a named
+// queue, ScheduleJobOn and RescheduleJobOn, the same calls with that queue as the target (sent
+// to by the scheduler role, not the API). It neither reads nor lists schedules. With them the
+// API gets iam:PassRole on the scheduler role, to Scheduler only. The rules' items (unique keys,
+// debounced keys, throttle counters) are in the job table, under keys of their own, written with
+// the GetItem, PutItem and UpdateItem of ApiTableActions: no further DynamoDB grant.
 var ApiSchedulerActions = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"}
 
 // ApiProps deploys functions/api, the HTTP producer (POST /jobs, GET /jobs/{id}), behind a
@@ -149,10 +150,11 @@ type ApiKind struct {
 	// (docs/FUNCTIONS.md, "Deduplication"): ApiRuleUnique, ApiRuleDebounce, ApiRuleThrottle,
 	// each once. Any rule needs the job table (not ApiProps.DisableStatus). ApiRuleDebounce also
 	// needs scheduling (not Props.DisableScheduling: debounced jobs wait in one-time schedules of
-	// the stack's group, which send them to the default queue, so the kind may not be routed
-	// to another queue by Props.Routes), and gives the API ApiSchedulerActions on the group's
-	// schedules, iam:PassRole on the scheduler role and the scheduler's environment. Defaults to
-	// none: a request that asks for a rule is refused (403), and the template is as without it.
+	// the stack's group, each of which sends its job to the kind's queue, Props.Routes, with the
+	// scheduler role, which may send to every queue of Props.Queues), and gives the API
+	// ApiSchedulerActions on the group's schedules, iam:PassRole on the scheduler role and the
+	// scheduler's environment. Defaults to none: a request that asks for a rule is refused (403),
+	// and the template is as without it.
 	Dedup []string
 }
 
@@ -288,7 +290,10 @@ func (a ApiProps) validate() []error {
 }
 
 // validateApiDedup reports the deduplication rules of p.Api the rest of p cannot serve: a
-// debounce needs the stack's schedule group, and its schedules send to the default queue.
+// debounce needs the stack's schedule group. A debounce of a kind Routes sends to a named queue
+// is served: pkg/dedup's schedule of the job targets that queue (schedule.Client's
+// ScheduleJobOn and RescheduleJobOn, the queue's ARN from SQSWORKER_QUEUES), and the scheduler
+// role may send to every queue (wireNamedQueues).
 func (p Props) validateApiDedup() []error {
 	if p.Api == nil {
 		return nil
@@ -300,9 +305,6 @@ func (p Props) validateApiDedup() []error {
 		}
 		if p.DisableScheduling {
 			errs = append(errs, fmt.Errorf("jobqueue: Api.Kinds[%d].Dedup (%s) allows %q, which needs scheduling: debounced jobs wait in EventBridge Scheduler one-time schedules of the stack's group, which DisableScheduling leaves out", i, k.Kind, ApiRuleDebounce))
-		}
-		if q := p.Routes[k.Kind]; q != "" && q != DefaultQueueName {
-			errs = append(errs, fmt.Errorf("jobqueue: Api.Kinds[%d].Dedup (%s) allows %q, but Routes sends the kind to queue %q: a debounced job's schedule sends it to the default queue (pkg/dedup schedules on one queue), where it would run as misrouted", i, k.Kind, ApiRuleDebounce, q))
 		}
 	}
 	return errs

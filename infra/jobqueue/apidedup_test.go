@@ -149,7 +149,8 @@ func TestApiDedupNag(t *testing.T) {
 
 // TestApiDedupValidate: every rule of ApiKind.Dedup is checked before anything is built, each
 // with its message: only unique, debounce and throttle, each once; the job table; and for a
-// debounce, scheduling and the default queue.
+// debounce, scheduling. A debounce of a kind Routes sends to a named queue is valid (its
+// schedule targets that queue: TestApiDebounceRoutedKind).
 func TestApiDedupValidate(t *testing.T) {
 	api := testasset.ApiZip(assetPath)
 	kinds := func(k ...ApiKind) *ApiProps { return &ApiProps{Asset: api, Kinds: k} }
@@ -169,8 +170,9 @@ func TestApiDedupValidate(t *testing.T) {
 		{"debounce without scheduling", Props{DisableScheduling: true, Api: kinds(dedupKinds...)},
 			[]string{`Api.Kinds[0].Dedup (report.export) allows "debounce", which needs scheduling`}},
 		{"throttle without scheduling", Props{DisableScheduling: true, Api: kinds(dedupKinds[1:]...)}, nil},
-		{"debounce routed away", Props{Api: kinds(dedupKinds...), Queues: []QueueProps{{Name: "bulk"}}, Routes: map[string]string{"report.export": "bulk"}},
-			[]string{`Api.Kinds[0].Dedup (report.export) allows "debounce", but Routes sends the kind to queue "bulk": a debounced job's schedule sends it to the default queue`}},
+		{"debounce routed to a named queue", Props{Api: kinds(dedupKinds...), Queues: []QueueProps{{Name: "bulk"}}, Routes: map[string]string{"report.export": "bulk"}}, nil},
+		{"debounce routed away without scheduling", Props{DisableScheduling: true, Api: kinds(dedupKinds...), Queues: []QueueProps{{Name: "bulk"}}, Routes: map[string]string{"report.export": "bulk"}},
+			[]string{`Api.Kinds[0].Dedup (report.export) allows "debounce", which needs scheduling`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.props
@@ -209,4 +211,59 @@ func TestApiDedupEnvironmentSize(t *testing.T) {
 	if d-p != want {
 		t.Errorf("debounce adds %d bytes to the environment, want %d", d-p, want)
 	}
+}
+
+var apiDebounceRouted apiShape
+
+// TestApiDebounceRoutedKind: a stack whose API debounces a kind Routes sends to the named queue
+// "bulk" synthesizes, and has what pkg/dedup needs to schedule the kind's jobs onto bulk: the
+// API gets the queue set and the routes (the queue's ARN comes from its URL in SQSWORKER_QUEUES)
+// beside the scheduler's variables (the default queue's ARN, the scheduler role); the API role
+// may create, move and delete the group's schedules and pass the scheduler role, and nothing
+// more for the debounce; the scheduler role, which the schedules send with, may send to every
+// queue of the stack (bulk included) and to its own DLQ, and to nothing else.
+func TestApiDebounceRoutedKind(t *testing.T) {
+	tmpl, _, _ := apiDebounceRouted.get(t, func() Props {
+		p := apiProps("rt", ApiProps{Kinds: dedupKinds})
+		p.Queues = []QueueProps{{Name: "bulk"}}
+		p.Routes = map[string]string{"report.export": "bulk"}
+		return p
+	}, nil)
+	env := apiEnv(t, tmpl)
+	if got := env[EnvRoutes]; got != "report.export=bulk" {
+		t.Errorf("%s = %q, want report.export=bulk", EnvRoutes, got)
+	}
+	if got := env[EnvQueues]; !strings.Contains(got, "default=") || !strings.Contains(got, ",bulk=") || !strings.Contains(got, "JobsQueueBulk") {
+		t.Errorf("%s = %q, want the default queue and bulk", EnvQueues, got)
+	}
+	for k, want := range map[string]string{EnvScheduleGroup: "rt-jobs", EnvQueueARN: queueArn, EnvSchedulerRoleARN: schedRole, EnvSchedulerDLQARN: schedDLQArn} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+
+	api := grants(t, tmpl, "JobsApiRole")
+	var bulk string // the bulk queue's rendered ARN
+	for r := range api {
+		if strings.HasPrefix(r, "JobsQueueBulk") && !strings.Contains(r, "DLQ") {
+			bulk = r
+		}
+	}
+	if bulk == "" {
+		t.Fatalf("the API may not send to the bulk queue: %v", api)
+	}
+	checkGrants(t, "JobsApiRole", api, map[string][]string{
+		"JobsApiLogs.Arn":         {"logs:CreateLogStream", "logs:PutLogEvents"},
+		queueArn:                  sendOnly,
+		bulk:                      sendOnly,
+		tableArn:                  ApiTableActions,
+		tableArn + "/index/by_id": {"dynamodb:Query"},
+		schedulesOf("rt-jobs"):    {"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"},
+		schedRole:                 {"iam:PassRole"},
+	})
+	checkGrants(t, "JobsSchedulerRole", grants(t, tmpl, "JobsSchedulerRole"), map[string][]string{
+		queueArn:    sendOnly,
+		bulk:        sendOnly,
+		schedDLQArn: sendOnly,
+	})
 }

@@ -142,6 +142,7 @@ func (p Props) validateQueues() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jobqueue: "+format, args...)) }
 	seen := map[string]int{}
+	ids := map[string]int{} // construct id part (pascal) → queue index
 	total := p.MaxConcurrency
 	for i, q := range p.Queues {
 		label := fmt.Sprintf("Queues[%d] (%q)", i, q.Name)
@@ -154,6 +155,14 @@ func (p Props) validateQueues() []error {
 			continue
 		}
 		seen[q.Name] = i
+		if j, dup := ids[pascal(q.Name)]; dup {
+			// "bulk_2" and "bulk2" would both build the construct Queue<Bulk2> (and its alarms and
+			// outputs): CDK would refuse the second in the middle of synthesis.
+			bad("Queues[%d] (%q) and Queues[%d] (%q) differ only in their underscores: both would be the construct Queue%s; rename one",
+				j, p.Queues[j].Name, i, q.Name, pascal(q.Name))
+			continue
+		}
+		ids[pascal(q.Name)] = i
 		q = q.withDefaults(p)
 		total += q.MaxConcurrency
 		if q.MaxAttempts < 1 {

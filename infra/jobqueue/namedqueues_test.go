@@ -161,6 +161,18 @@ func TestNamedQueuesWorkerEnvironmentAndGrants(t *testing.T) {
 			t.Errorf("the worker may not send to %s", target)
 		}
 	}
+	// Its event source per queue: receive, delete, and the visibility changes of retries and
+	// deferrals; never a DLQ's messages.
+	for _, target := range []string{"JobsQueueCritical", "JobsQueueBulk"} {
+		for _, action := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
+			if !policyGrants(t, policies, "JobsWorkerRole", target, action) {
+				t.Errorf("the worker may not %s on %s", action, target)
+			}
+		}
+		if policyGrants(t, policies, "JobsWorkerRole", target+"DLQ", "sqs:ReceiveMessage") {
+			t.Errorf("the worker may receive from %sDLQ", target)
+		}
+	}
 	for _, who := range []string{"JobsSchedulerRole", "JobsApiRole", "JobsRelayRole", "Producer"} {
 		for _, target := range []string{"JobsQueueCritical", "JobsQueueBulk"} {
 			if !policyGrants(t, policies, who, target, "sqs:SendMessage") {
@@ -241,6 +253,11 @@ func TestNamedQueuesBadProps(t *testing.T) {
 	}{
 		{"two queues with one name", func(p *Props) { p.Queues = []QueueProps{{Name: "bulk"}, {Name: "bulk"}} },
 			[]string{`Queues[0] and Queues[1] are both named "bulk"`}},
+		{"two names, one construct id", func(p *Props) {
+			p.Queues = []QueueProps{{Name: "bulk_2"}, {Name: "bulk2"}, {Name: "a_b"}, {Name: "a__b"}}
+		},
+			[]string{`Queues[0] ("bulk_2") and Queues[1] ("bulk2") differ only in their underscores: both would be the construct QueueBulk2`,
+				`Queues[2] ("a_b") and Queues[3] ("a__b")`}},
 		{"a route to a missing queue", func(p *Props) {
 			p.Queues = []QueueProps{{Name: "bulk"}}
 			p.Routes = map[string]string{"email.send": "critical"}

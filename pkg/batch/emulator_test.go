@@ -718,3 +718,45 @@ func TestAddThroughOutbox(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelRequestedChildThatFails: a running child asked to cancel (status CancelJob: a
+// request on its record) fails before its worker noticed the request; the store records it
+// cancelled instead of retrying (idempotency.ErrRecordedCancelled), and its batch counts it
+// cancelled then, once, so that the batch finishes.
+func TestCancelRequestedChildThatFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("cancel-request")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := b.Track(r.ctx, r.thumbs(1, func(int) bool { return true })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, now := tagged[0], time.Now()
+	meta := map[string]string{batch.MetaBatch: b.ID()}
+	res, err := r.store.Claim(r.ctx, idempotency.ClaimRequest{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: "t-run",
+		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour), Meta: meta})
+	if err != nil || !res.Claimed {
+		t.Fatalf("claim: %v, %+v", err, res)
+	}
+	c, err := r.status.CancelJob(r.ctx, m.Kind, m.Key, "not needed")
+	if err != nil || !c.Requested {
+		t.Fatalf("CancelJob of the running child: %+v, %v; want a request", c, err)
+	}
+	err = r.store.Finish(r.ctx, idempotency.Finish{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: "t-run",
+		State: idempotency.StateRetrying, Error: "thumb 0 fails", Now: time.Now(), ExpiresAt: now.Add(time.Hour), Meta: meta})
+	if !errors.Is(err, idempotency.ErrRecordedCancelled) {
+		t.Fatalf("finish of the failed run: %v, want ErrRecordedCancelled", err)
+	}
+	if j, err := r.status.GetByID(r.ctx, m.ID); err != nil || j.State != idempotency.StateCancelled {
+		t.Fatalf("child after the finish: %+v, %v; want cancelled", j, err)
+	}
+	if info := r.info(b.ID()); info.State != batch.StateDone || info.Cancelled != 1 || info.Remaining != 0 {
+		t.Errorf("batch after its only child was recorded cancelled: %+v; want done, 1 cancelled", info)
+	}
+}

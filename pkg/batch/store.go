@@ -142,7 +142,7 @@ func (s *Store) MarkDead(ctx context.Context, d idempotency.DeadMark) (bool, err
 }
 
 // Claim implements idempotency.Store with the wrapped store's claim. A child whose claim is
-// refused because its record is cancelled (status.Cancel, `sqsworker jobs cancel`, outside its
+// refused because its record is cancelled (status.Cancel, `sqsworker cancel`, outside its
 // batch) is counted as cancelled in its group, once.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
 	res, err := s.DynamoDBStore.Claim(ctx, req)

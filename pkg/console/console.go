@@ -97,8 +97,9 @@ type Config struct {
 	// job table and Config.Scheduler to the schedule client, so that cancel reaches both).
 	// Without it there is no Enqueue page and no cancel action.
 	Producer ProducerAPI
-	// Flow pauses and resumes kinds and the queue, and lists the flow limits with their holders
-	// (*flow.Control on the job table). Without it there is no Flow page.
+	// Flow pauses and resumes kinds and the queue (with Queues, each queue of the set), and lists
+	// the flow limits with their holders (*flow.Control on the job table). Without it there is
+	// no Flow page.
 	Flow FlowAPI
 	// SQS reads the queues' depths for the overview, with QueueURL and DLQURL.
 	SQS QueueAttributesAPI

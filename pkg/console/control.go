@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -46,8 +47,10 @@ type controlView struct {
 func (c *Console) toControlView(j status.Job) *controlView {
 	cv := &controlView{Running: j.State == idempotency.StateRunning}
 	if p := j.Progress; !p.IsZero() {
-		cv.Percent = strconv.FormatFloat(p.Fraction*100, 'f', -1, 64) + "%"
-		cv.Width = int(p.Fraction * 100)
+		// Stores keep 4 decimal places: a percentage with at most 2, rounded so that binary
+		// floating point does not show 0.29 as 28.999999999999996%.
+		cv.Percent = strconv.FormatFloat(math.Round(p.Fraction*1e4)/100, 'f', -1, 64) + "%"
+		cv.Width = int(math.Round(p.Fraction * 100))
 		cv.Message, cv.ProgressAt = clean(p.Message), c.when(p.At)
 	}
 	if !j.CancelRequestedAt.IsZero() {

@@ -99,6 +99,13 @@ func TestJobControlSection(t *testing.T) {
 	if strings.Contains(body, `id="stop"`) {
 		t.Error("Stop offered to a viewer who has not signed in")
 	}
+	// A fraction whose percentage is not exact in binary (0.29 × 100 = 28.999999999999996) shows
+	// as the percentage reported.
+	r.run("odd", &idempotency.Progress{Fraction: 0.29, Message: "29 of 100"})
+	if _, body := cl.get("/job?kind=report.build&key=odd"); !strings.Contains(body, `id="progress-percent">29%`) ||
+		!strings.Contains(body, `<progress id="progress" max="100" value="29">`) {
+		t.Errorf("job page of a job at 0.29:\n%s", body)
+	}
 	cl.signIn()
 	csrf := cl.csrf("/job?kind=report.build&key=long")
 	if _, body := cl.get("/job?kind=report.build&key=long"); !strings.Contains(body, `id="stop" class="danger">Request cancellation`) {

@@ -12,6 +12,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/flow"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // FlowAPI is the part of *flow.Control the Flow page uses: pauses and limits.
@@ -43,15 +44,25 @@ type flowLimit struct {
 	Holders                      []flowHolder
 }
 
+// flowQueue is a queue of the stack's set (Config.Queues) with its pause, for display.
+type flowQueue struct {
+	Name, SQSName string
+	Paused        *flowPause
+}
+
 type flowData struct {
 	Kinds       []flowPause
-	Queue       string // the console's queue ("" without one)
+	Queue       string // the console's queue ("" without one, or with Queues)
 	QueuePaused *flowPause
-	Limits      []flowLimit
-	Truncated   bool
-	ListError   string
-	FormKind    string
-	FormNote    string
+	// Queues are the stack's queues, each with its pause and actions (Config.Queues); Other are
+	// paused queues recorded in the table that the console does not serve.
+	Queues    []flowQueue
+	Other     []flowPause
+	Limits    []flowLimit
+	Truncated bool
+	ListError string
+	FormKind  string
+	FormNote  string
 }
 
 // flowLimitsShown bounds the items of each type on the page.
@@ -83,9 +94,35 @@ func (c *Console) renderFlow(w http.ResponseWriter, r *http.Request, code int, f
 	for _, k := range pauses.Kinds {
 		data.Kinds = append(data.Kinds, flowPause{Name: clip(k.Kind, 128), Since: showTime(k.At), By: visible(k.By, 128), Note: visible(k.Note, 300)})
 	}
-	for _, q := range pauses.Queues {
-		if q.Queue == c.queueName {
-			data.QueuePaused = &flowPause{Name: clip(q.Queue, 80), Since: showTime(q.At), By: visible(q.By, 128), Note: visible(q.Note, 300)}
+	shown := func(q flow.Pause) *flowPause {
+		return &flowPause{Name: clip(q.Queue, 80), Since: showTime(q.At), By: visible(q.By, 128), Note: visible(q.Note, 300)}
+	}
+	if set := c.cfg.Queues; set != nil && set.Len() > 0 {
+		// A stack of several queues: a row per queue, each paused and resumed on its own.
+		data.Queue = ""
+		inSet := map[string]bool{}
+		for _, q := range set.All() {
+			fq := flowQueue{Name: clip(q.Name, 80), SQSName: clip(q.SQSName(), 80)}
+			inSet[q.SQSName()] = true
+			for _, p := range pauses.Queues {
+				if p.Queue == q.SQSName() {
+					fq.Paused = shown(p)
+				}
+			}
+			data.Queues = append(data.Queues, fq)
+		}
+		for _, p := range pauses.Queues {
+			if !inSet[p.Queue] {
+				data.Other = append(data.Other, *shown(p))
+			}
+		}
+	} else {
+		for _, q := range pauses.Queues {
+			if q.Queue == c.queueName {
+				data.QueuePaused = shown(q)
+			} else {
+				data.Other = append(data.Other, *shown(q))
+			}
 		}
 	}
 	now := c.cfg.Now()
@@ -203,19 +240,36 @@ func (c *Console) resumeQueueAction(w http.ResponseWriter, r *http.Request, al *
 	c.setQueuePaused(w, r, al, false)
 }
 
-// setQueuePaused pauses or resumes the console's queue (its pause record, and its Lambda event
-// source mappings when the flow control has them).
+// setQueuePaused pauses or resumes a queue (its pause record, under its SQS name, and its Lambda
+// event source mappings when the flow control has them): the form's queue, by its name in
+// Config.Queues, or without one the console's queue (QueueURL).
 func (c *Console) setQueuePaused(w http.ResponseWriter, r *http.Request, al *actionLog, pause bool) {
-	al.add("queue", c.queueName)
-	if c.cfg.Flow == nil || c.queueName == "" {
+	name := strings.TrimSpace(r.PostFormValue("queue"))
+	queueURL, sqsName, arn := c.cfg.QueueURL, c.queueName, ""
+	if name != "" {
+		var q queues.Queue
+		err := errors.New("no queue set")
+		if c.cfg.Queues != nil {
+			q, err = c.cfg.Queues.Get(name)
+		}
+		if err != nil {
+			al.add("queue", clip(name, 80))
+			al.fail(errors.New("no such queue"))
+			c.refuse(w, r, http.StatusBadRequest, "This console has no queue named "+clip(name, 80)+".")
+			return
+		}
+		queueURL, sqsName, arn = q.URL, q.SQSName(), q.ARN
+	}
+	al.add("queue", clip(sqsName, 80))
+	if c.cfg.Flow == nil || sqsName == "" {
 		al.fail(errors.New("no flow control or no queue"))
 		c.refuse(w, r, http.StatusNotFound, "This console has no flow control, or no queue.")
 		return
 	}
 	ctx := r.Context()
-	q := flow.QueueRef{Name: c.queueName}
-	if c.cfg.SQS != nil {
-		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(c.cfg.QueueURL),
+	q := flow.QueueRef{Name: sqsName, ARN: arn}
+	if q.ARN == "" && c.cfg.SQS != nil {
+		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 		if err != nil {
 			al.fail(err)
@@ -242,8 +296,8 @@ func (c *Console) setQueuePaused(w http.ResponseWriter, r *http.Request, al *act
 		return
 	}
 	if pause {
-		c.done(w, r, "/flow", nil, "queue-paused", "Paused queue "+c.queueName+": nothing is received until it is resumed.")
+		c.done(w, r, "/flow", nil, "queue-paused", "Paused queue "+clip(sqsName, 80)+": nothing is received until it is resumed.")
 		return
 	}
-	c.done(w, r, "/flow", nil, "queue-resumed", "Resumed queue "+c.queueName+".")
+	c.done(w, r, "/flow", nil, "queue-resumed", "Resumed queue "+clip(sqsName, 80)+".")
 }

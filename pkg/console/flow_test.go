@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/flow"
 	"github.com/sqsworker/sqsworker/pkg/flow/esm"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
 // flowStack is a queue and a job table on the emulator, with limit items as workers leave them
@@ -195,5 +197,133 @@ func TestBrowserFlowPage(t *testing.T) {
 	b.check("after resume")
 	if text := eval[string](b, `document.body.textContent`); strings.Contains(text, "\u202e") {
 		t.Error("a bidi override reached the page's text")
+	}
+}
+
+// newFlowQueuesStack is a stack of three queues (default, critical, bulk) and its job table, with
+// a queue paused outside the stack, and a console with flow control over the stack's queue set.
+func newFlowQueuesStack(t *testing.T) (*console.Console, *flow.Table, *queues.Set) {
+	t.Helper()
+	b := awslocaltest.Backend(t)
+	ctx := context.Background()
+	sq := sqs.NewFromConfig(b.Config)
+	ddb := dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	name := awslocal.UniqueName("cflowq")
+	set, _, err := awslocal.ProvisionQueues(ctx, sq, awslocal.StackOptions{Name: name}, queues.Spec{Name: "critical"}, queues.Spec{Name: "bulk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := awslocal.ProvisionTable(ctx, ddb, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := flow.NewTable(flow.TableConfig{Client: ddb, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.PauseQueue(ctx, flow.Pause{Queue: "elsewhere-jobs", By: "ops", Note: hostileImg}); err != nil {
+		t.Fatal(err)
+	}
+	def := set.Default()
+	c, err := console.New(console.Config{Title: name, SQS: sq, Queues: set, QueueURL: def.URL, DLQURL: def.DLQURL,
+		Flow: &flow.Control{Table: tbl, Sources: &esm.Switch{Lambda: lambda.NewFromConfig(b.Config)}}, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, tbl, set
+}
+
+// pausedQueues returns the SQS names of the queues the table records as paused.
+func pausedQueues(t *testing.T, tbl *flow.Table) []string {
+	t.Helper()
+	p, err := tbl.Pauses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, q := range p.Queues {
+		out = append(out, q.Queue)
+	}
+	return out
+}
+
+// TestFlowPageQueuesOfAStack: with the stack's queue set, the Flow page has a row per queue, and
+// each queue is paused and resumed on its own, by its name in the stack (the record under its
+// SQS name, which that queue's pollers read; the other queues untouched); a queue the console does
+// not have is refused; a queue paused outside the stack is shown, escaped.
+func TestFlowPageQueuesOfAStack(t *testing.T) {
+	t.Parallel()
+	c, tbl, set := newFlowQueuesStack(t)
+	bulk, _ := set.Get("bulk")
+	cl := newClient(t, c)
+	cl.signIn()
+	code, body := cl.get("/flow")
+	if code != http.StatusOK {
+		t.Fatalf("GET /flow: %d\n%s", code, body)
+	}
+	for _, want := range []string{`id="flow-queues"`, bulk.SQSName(), set.Default().SQSName(), `name="queue" value="critical"`, "elsewhere-jobs"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<img src=x") {
+		t.Error("the other queue's note is not escaped")
+	}
+	csrf := cl.csrf("/flow")
+	if code, loc, body := cl.post("/flow/pause-queue", url.Values{"queue": {"bulk"}, "note": {"import stuck"}, "csrf": {csrf}}); code != http.StatusSeeOther || !strings.Contains(loc, "queue-paused") {
+		t.Fatalf("pause bulk: %d %s\n%s", code, loc, body)
+	}
+	if got := strings.Join(pausedQueues(t, tbl), ","); got != "elsewhere-jobs,"+bulk.SQSName() && got != bulk.SQSName()+",elsewhere-jobs" {
+		t.Errorf("paused after pausing bulk: %s, want bulk's SQS name and elsewhere-jobs", got)
+	}
+	if _, page := cl.get("/flow"); !strings.Contains(page, `action="/flow/resume-queue"`) || !strings.Contains(page, "import stuck") {
+		t.Error("the page does not offer bulk's resume")
+	}
+	if code, _, body := cl.post("/flow/pause-queue", url.Values{"queue": {"urgent"}, "csrf": {csrf}}); code != http.StatusBadRequest || !strings.Contains(body, "no queue named urgent") {
+		t.Errorf("pause of a queue the console lacks: %d\n%s", code, body)
+	}
+	if code, loc, _ := cl.post("/flow/resume-queue", url.Values{"queue": {"bulk"}, "csrf": {csrf}}); code != http.StatusSeeOther || !strings.Contains(loc, "queue-resumed") {
+		t.Fatalf("resume bulk: %d %s", code, loc)
+	}
+	if got := strings.Join(pausedQueues(t, tbl), ","); got != "elsewhere-jobs" {
+		t.Errorf("paused after resuming bulk: %s", got)
+	}
+}
+
+// TestBrowserFlowPageQueuesOfAStack drives the queue rows in headless Chromium: bulk is paused
+// from its row (the other queues stay receiving) and resumed from it.
+func TestBrowserFlowPageQueuesOfAStack(t *testing.T) {
+	path := chromium(t)
+	c, tbl, set := newFlowQueuesStack(t)
+	bulk, _ := set.Get("bulk")
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, path)
+	b.open(srv.URL + signInLink(t, c))
+	b.open(srv.URL + "/flow")
+	b.check("/flow")
+	if n := eval[int](b, `document.querySelectorAll('#flow-queues tbody tr').length`); n != 3 {
+		t.Errorf("%d queue rows, want 3", n)
+	}
+	b.do("pause bulk",
+		chromedp.SendKeys(chromedp.CSS(`#flow-queues form:has(input[value="bulk"]) input[name="note"]`), "from the browser"),
+		chromedp.Click(chromedp.CSS(`#flow-queues form:has(input[value="bulk"]) button`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(@class, "notice") and contains(., "Paused queue")]`)),
+	)
+	rows := b.text("#flow-queues tbody")
+	if strings.Count(rows, "paused") != 1 || strings.Count(rows, "receiving") != 2 || !strings.Contains(rows, "from the browser") {
+		t.Errorf("the queue rows after pausing bulk: %q", rows)
+	}
+	if got := pausedQueues(t, tbl); len(got) != 2 || !slices.Contains(got, bulk.SQSName()) {
+		t.Errorf("paused: %v", got)
+	}
+	b.check("after pause")
+	b.do("resume bulk",
+		chromedp.Click(chromedp.CSS(`#flow-queues form:has(input[value="bulk"]) button`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(@class, "notice") and contains(., "Resumed queue")]`)),
+	)
+	if got := pausedQueues(t, tbl); slices.Contains(got, bulk.SQSName()) {
+		t.Errorf("bulk still paused: %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,7 +24,11 @@ import (
 // job. Each debounced job is a new job with its own id and key.
 //
 // On AWS the job waits in one EventBridge Scheduler one-time schedule per key, moved with
-// UpdateSchedule on every enqueue; locally the schedule.Dispatcher fires it.
+// UpdateSchedule on every enqueue; locally the schedule.Dispatcher fires it. The schedule sends
+// the job to the queue the producer prepared it for: a kind routed to a named queue
+// (producer.Config.Routes, producer.WithQueue) is debounced onto that queue through a
+// [QueueScheduler], and a later enqueue that the producer prepares for another queue moves the
+// job there, as its args (the last enqueue wins).
 type Debounce struct {
 	// Key is the debounce key, scoped by kind: at most MaxKeyLength bytes of UTF-8. Empty:
 	// derived from the Fields listed, or, without Fields, the kind alone (every job of the kind
@@ -48,12 +53,14 @@ type debounceState struct {
 	seq             int64
 	env             string
 	group           string
+	queue           string // the ARN of the job's queue, "" for the default (the scheduler's own)
 }
 
 func debounceStateOf(item map[string]types.AttributeValue) debounceState {
 	return debounceState{
 		job: getS(item, attrDJob), first: time.UnixMilli(getN(item, attrDFirst)), last: time.UnixMilli(getN(item, attrDLast)),
 		dl: time.UnixMilli(getN(item, attrDDeadline)), seq: getN(item, attrDSeq), env: getS(item, attrDEnv), group: getS(item, attrDGroup),
+		queue: getS(item, attrDQueue),
 	}
 }
 
@@ -108,7 +115,7 @@ func (e *Enqueuer) checkDebounce(d *Debounce, m producer.Message) error {
 		return invalid("Debounce.Key and Debounce.Fields are both set: give the key, or the args fields to derive it from")
 	case !m.RunAt.IsZero():
 		return invalid("Debounce with a delay (producer.WithDelay or WithRunAt): the debounce decides when the job runs")
-	case m.Key != m.ID && !e.prod.FIFO():
+	case m.Key != m.ID && !e.fifo(m):
 		return invalid("Debounce with producer.WithKey %q: every debounced job is a job of its own, and one key for all of them would make the worker skip each after the first", m.Key)
 	case len(m.Attributes) > 0:
 		return invalid("Debounce with message attributes (producer.WithAttributes): a debounced job is sent by EventBridge Scheduler, whose target cannot set them")
@@ -135,13 +142,17 @@ func (e *Enqueuer) debounce(ctx context.Context, args jobs.Args, d Debounce, opt
 	if err == nil && key == "" && len(d.Fields) > 0 {
 		key, err = argsKey(m.Kind, env.Args, d.Fields)
 	}
+	var queue string
+	if err == nil {
+		queue, err = e.jobQueue(m)
+	}
 	if err != nil {
 		res.Err = err
 		return res, err
 	}
 	res.RuleKey = key
 	pk := itemPK(DebounceKeyPrefix, m.Kind, key)
-	st, name, err := e.gather(ctx, pk, m, d)
+	st, name, err := e.gather(ctx, pk, m, queue, d)
 	if err != nil {
 		res.Err = fmt.Errorf("dedup: debounce %s key %q: %w", m.Kind, key, err)
 		return res, res.Err
@@ -155,10 +166,11 @@ func (e *Enqueuer) debounce(ctx context.Context, args jobs.Args, d Debounce, opt
 // due within the margin (Period after the latest enqueue, nor the deadline).
 const openCondition = "attribute_exists(#pk) AND #last > :lastCut AND #dl > :dlCut"
 
-// gather adds the enqueue m to its key's job: it joins the open job (one conditional
-// UpdateItem, then the schedule moved) or starts a new one (its schedule created first, then
-// the item written), and returns the job's state and its schedule's name.
-func (e *Enqueuer) gather(ctx context.Context, pk string, m producer.Message, d Debounce) (debounceState, string, error) {
+// gather adds the enqueue m, for the queue of ARN queue ("" for the default), to its key's
+// job: it joins the open job (one conditional UpdateItem, then the schedule moved) or starts a
+// new one (its schedule created first, then the item written), and returns the job's state and
+// its schedule's name.
+func (e *Enqueuer) gather(ctx context.Context, pk string, m producer.Message, queue string, d Debounce) (debounceState, string, error) {
 	for range maxRounds {
 		now := e.now()
 		values := map[string]types.AttributeValue{
@@ -168,13 +180,23 @@ func (e *Enqueuer) gather(ctx context.Context, pk string, m producer.Message, d 
 			":env":     avS(m.Body),
 			":one":     avN(1),
 		}
-		names := map[string]string{"#pk": attrPK, "#last": attrDLast, "#dl": attrDDeadline, "#env": attrDEnv, "#seq": attrDSeq, "#grp": attrDGroup}
+		names := map[string]string{"#pk": attrPK, "#last": attrDLast, "#dl": attrDDeadline, "#env": attrDEnv, "#seq": attrDSeq, "#grp": attrDGroup, "#q": attrDQueue}
 		update := "SET #last = :now, #env = :env"
+		var remove []string
 		if m.GroupID != "" {
 			values[":grp"] = avS(m.GroupID)
 			update += ", #grp = :grp"
 		} else {
-			update += " REMOVE #grp"
+			remove = append(remove, "#grp")
+		}
+		if queue != "" {
+			values[":q"] = avS(queue)
+			update += ", #q = :q"
+		} else {
+			remove = append(remove, "#q")
+		}
+		if len(remove) > 0 {
+			update += " REMOVE " + strings.Join(remove, ", ")
 		}
 		update += " ADD #seq :one"
 		out, _, refused, err := e.updateItem(ctx, &dynamodb.UpdateItemInput{
@@ -192,7 +214,7 @@ func (e *Enqueuer) gather(ctx context.Context, pk string, m producer.Message, d 
 		if !refused {
 			return e.follow(ctx, pk, debounceStateOf(out.Attributes), d)
 		}
-		st, name, started, err := e.start(ctx, pk, m, d, now)
+		st, name, started, err := e.start(ctx, pk, m, queue, d, now)
 		if err != nil || started {
 			return st, name, err
 		}
@@ -201,18 +223,19 @@ func (e *Enqueuer) gather(ctx context.Context, pk string, m producer.Message, d 
 	return debounceState{}, "", fmt.Errorf("the key's item kept changing (%d attempts)", maxRounds)
 }
 
-// start begins a new job for the key with the enqueue m: its schedule first, so that a process
+// start begins a new job for the key with the enqueue m, for the queue of ARN queue ("" for the
+// default): its schedule first, so that a process
 // stopping before the item is written leaves a job that runs (with m's args) rather than an
 // item naming a job that never will; then the item, conditioned on the key having no open job.
 // When another enqueue opened one meanwhile, the schedule is deleted again and started is
 // false.
-func (e *Enqueuer) start(ctx context.Context, pk string, m producer.Message, d Debounce, now time.Time) (debounceState, string, bool, error) {
-	st := debounceState{job: m.ID, first: now, last: now, dl: now.Add(d.MaxWait), seq: 1, env: m.Body, group: m.GroupID}
+func (e *Enqueuer) start(ctx context.Context, pk string, m producer.Message, queue string, d Debounce, now time.Time) (debounceState, string, bool, error) {
+	st := debounceState{job: m.ID, first: now, last: now, dl: now.Add(d.MaxWait), seq: 1, env: m.Body, group: m.GroupID, queue: queue}
 	env, err := st.envelope()
 	if err != nil {
 		return st, "", false, err
 	}
-	name, err := e.sched.ScheduleJob(ctx, env, st.runAt(d.Period), st.group)
+	name, err := e.scheduleJob(ctx, st, env, st.runAt(d.Period))
 	if err != nil {
 		return st, "", false, fmt.Errorf("create the job's schedule: %w", err)
 	}
@@ -228,6 +251,9 @@ func (e *Enqueuer) start(ctx context.Context, pk string, m producer.Message, d D
 	}
 	if st.group != "" {
 		item[attrDGroup] = avS(st.group)
+	}
+	if st.queue != "" {
+		item[attrDQueue] = avS(st.queue)
 	}
 	_, refused, err := e.putItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(e.table),
@@ -246,6 +272,70 @@ func (e *Enqueuer) start(ctx context.Context, pk string, m producer.Message, d D
 		err = errors.Join(err, fmt.Errorf("delete the schedule of job %s, which lost the race to start the key's job: %w (it runs with this enqueue's args)", m.ID, cerr))
 	}
 	return st, "", false, err
+}
+
+// jobQueue returns the ARN of the queue a debounced job m goes to when it is not the default
+// queue (the scheduler's own), or "" for the default: the queue the producer prepared it for
+// (m.QueueURL), found in the producer's queue set. A job of another queue needs its ARN and a
+// QueueScheduler; without either it is refused before anything is written.
+func (e *Enqueuer) jobQueue(m producer.Message) (string, error) {
+	ql, ok := e.prod.(queueLister)
+	if !ok || m.QueueURL == "" {
+		return "", nil // a producer of one queue: the scheduler's
+	}
+	set := ql.Queues()
+	if set.Len() < 2 {
+		return "", nil
+	}
+	q, ok := set.Find(m.QueueURL)
+	switch {
+	case !ok:
+		return "", invalid("Debounce of %s: the producer prepared the job for queue %s, which is not one of its queues (%s)", m.Kind, m.QueueURL, strings.Join(set.Names(), ", "))
+	case q.Name == set.Default().Name:
+		return "", nil
+	case q.ARN == "":
+		return "", invalid("Debounce of %s, which goes to queue %q: the queue's ARN is unknown (%s is not an AWS queue URL to derive it from), and its schedule sends the job there by ARN: "+
+			"give queues.Queue.ARN in producer.Config.Queues", m.Kind, q.Name, q.URL)
+	}
+	if _, ok := e.sched.(QueueScheduler); !ok {
+		return "", &ruleError{msg: fmt.Sprintf("dedup: Debounce of %s, which goes to queue %q: Config.Scheduler (%T) sends only to its own queue, the default; "+
+			"a debounced job of another queue needs a dedup.QueueScheduler (ScheduleJobOn and RescheduleJobOn: *schedule.Client)", m.Kind, q.Name, e.sched), also: ErrNeedsScheduler}
+	}
+	return q.ARN, nil
+}
+
+// scheduleJob creates the schedule of the job of state st, sending env at at to the job's queue.
+func (e *Enqueuer) scheduleJob(ctx context.Context, st debounceState, env jobs.Envelope, at time.Time) (string, error) {
+	if st.queue == "" {
+		return e.sched.ScheduleJob(ctx, env, at, st.group)
+	}
+	qs, err := e.queueScheduler(st)
+	if err != nil {
+		return "", err
+	}
+	return qs.ScheduleJobOn(ctx, st.queue, env, at, st.group)
+}
+
+// rescheduleJob moves the schedule of the job of state st to at, sending env to the job's queue.
+func (e *Enqueuer) rescheduleJob(ctx context.Context, st debounceState, env jobs.Envelope, at time.Time) (string, error) {
+	if st.queue == "" {
+		return e.sched.RescheduleJob(ctx, env, at, st.group)
+	}
+	qs, err := e.queueScheduler(st)
+	if err != nil {
+		return "", err
+	}
+	return qs.RescheduleJobOn(ctx, st.queue, env, at, st.group)
+}
+
+// queueScheduler returns the scheduler of a job of another queue than the default (jobQueue
+// checked it for this enqueue's queue; an item written by another process may name one).
+func (e *Enqueuer) queueScheduler(st debounceState) (QueueScheduler, error) {
+	qs, ok := e.sched.(QueueScheduler)
+	if !ok {
+		return nil, fmt.Errorf("job %s goes to queue %s, and Config.Scheduler (%T) sends only to its own queue: it needs ScheduleJobOn and RescheduleJobOn (*schedule.Client)", st.job, st.queue, e.sched)
+	}
+	return qs, nil
 }
 
 // cancelSchedule deletes a job's schedule when the scheduler can (*schedule.Client can).
@@ -274,14 +364,14 @@ func (e *Enqueuer) follow(ctx context.Context, pk string, st debounceState, d De
 			return st, "", err
 		}
 		runAt := st.runAt(d.Period)
-		name, err = e.sched.RescheduleJob(ctx, env, runAt, st.group)
+		name, err = e.rescheduleJob(ctx, st, env, runAt)
 		if errors.Is(err, schedule.ErrNotFound) {
 			if !runAt.After(e.now().Add(e.margin())) {
 				return st, schedule.ScheduleName(st.job), nil // it fired (or is firing) with what it had
 			}
 			// Not created yet: the enqueue that started the job creates it before writing the
 			// item, so this is one that stopped in between, or a schedule deleted by hand.
-			if name, err = e.sched.ScheduleJob(ctx, env, runAt, st.group); err != nil {
+			if name, err = e.scheduleJob(ctx, st, env, runAt); err != nil {
 				return st, "", fmt.Errorf("create the job's schedule: %w", err)
 			}
 			continue // ScheduleJob keeps a schedule created meanwhile as it is: move it

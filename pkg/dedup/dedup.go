@@ -13,6 +13,8 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
+	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -36,12 +38,31 @@ type JobTable interface {
 
 var _ JobTable = (*status.Table)(nil)
 
-// Scheduler creates and moves the one-time schedules of debounced jobs. *schedule.Client
-// implements it.
+// Scheduler creates and moves the one-time schedules of debounced jobs, which send them to the
+// scheduler's own queue: the producer's default queue. *schedule.Client implements it.
 type Scheduler interface {
 	ScheduleJob(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error)
 	RescheduleJob(ctx context.Context, env jobs.Envelope, at time.Time, groupID string) (string, error)
 }
+
+// QueueScheduler is a Scheduler that can send a job to any queue of the stack, given by the
+// queue's ARN: with a producer of several queues (producer.Config.Queues), a debounced job of a
+// kind routed to a queue other than the default waits in a schedule that sends it to that queue,
+// created with ScheduleJobOn and moved with RescheduleJobOn. *schedule.Client implements it.
+type QueueScheduler interface {
+	Scheduler
+	ScheduleJobOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error)
+	RescheduleJobOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error)
+}
+
+var _ QueueScheduler = (*schedule.Client)(nil)
+
+// queueLister is a Producer that knows its queues. *producer.Producer implements it.
+type queueLister interface {
+	Queues() *queues.Set
+}
+
+var _ queueLister = (*producer.Producer)(nil)
 
 // DynamoDBAPI is the part of the DynamoDB client this package uses; *dynamodb.Client
 // implements it.
@@ -69,8 +90,13 @@ type Config struct {
 	// Jobs reads and writes job records in that table (*status.Table, in the table's layout).
 	// Required.
 	Jobs JobTable
-	// Scheduler moves the one-time schedules of debounced jobs (*schedule.Client). Defaults to
-	// nil: Debounce is refused with ErrNeedsScheduler.
+	// Scheduler moves the one-time schedules of debounced jobs (*schedule.Client, whose
+	// QueueARN is the producer's default queue). A debounced job goes to the queue the producer
+	// prepared it for: the jobs of the default queue through ScheduleJob and RescheduleJob, those
+	// of another queue of a producer of several queues through the ScheduleJobOn and
+	// RescheduleJobOn of a [QueueScheduler], with the queue's ARN from the producer's queue set
+	// (without them, such a Debounce is refused with ErrNeedsScheduler). Defaults to nil:
+	// Debounce is refused with ErrNeedsScheduler.
 	Scheduler Scheduler
 	// LocalScheduler says that the schedules are fired by the local schedule.Dispatcher (the
 	// embedded emulator), which never fires a schedule before its time. EventBridge Scheduler

@@ -32,7 +32,9 @@
 //   - Debounce: one job per key and quiet period, carrying the last enqueue's args, run at most
 //     MaxWait after the first enqueue. Its schedule is created before the key's item names it,
 //     so a process that stops in between adds a job rather than losing one; concurrent enqueues
-//     converge on the args of the item's last write.
+//     converge on the args of the item's last write. The schedule sends the job to the queue
+//     the producer prepared it for (a producer of several queues: its kind's queue, through a
+//     [QueueScheduler]).
 //   - Throttle: at most Limit enqueues of a key per fixed window of Period, one conditional
 //     write each; a dropped enqueue is an error ([ErrThrottled]), since its job will not run.
 //   - Every rule is checked before anything is written: bad windows, periods and combinations

@@ -21,6 +21,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
@@ -60,9 +61,16 @@ type env struct {
 	enq    *dedup.Enqueuer
 	h      *worker.Handler
 
-	mu   sync.Mutex
-	runs []exportArgs // the args of every run, in order
-	ids  []string
+	// With envOptions.named: the queue set (the default queue first, e.stack's), each queue's
+	// stack and worker (by name), all with the routes' Routing.
+	set      *queues.Set
+	stacks   map[string]*awslocal.Stack
+	handlers map[string]*worker.Handler
+
+	mu        sync.Mutex
+	runs      []exportArgs // the args of every run, in order
+	ids       []string
+	misrouted int // jobs the worker ran as misrouted (worker.Outcome.Misrouted)
 }
 
 type envOptions struct {
@@ -70,6 +78,10 @@ type envOptions struct {
 	noStatus   bool // a producer without Config.Status
 	sqsWrapper func(producer.SQSAPI) producer.SQSAPI
 	mod        func(*dedup.Config)
+	// named, when set, makes the stack one of several queues (awslocal.ProvisionQueues): the
+	// default queue and these, the producer one of the set with routes, and one worker per queue.
+	named  []queues.Spec
+	routes queues.Routes
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -81,8 +93,21 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.ddb = dynamodb.NewFromConfig(b.Config, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	var err error
 	name := awslocal.UniqueName("dedup")
-	if e.stack, err = awslocal.Provision(ctx, e.sqs, awslocal.StackOptions{Name: name, FIFO: o.fifo, ContentBasedDeduplication: o.fifo}); err != nil {
-		t.Fatal(err)
+	stackOpts := awslocal.StackOptions{Name: name, FIFO: o.fifo, ContentBasedDeduplication: o.fifo}
+	if o.named == nil {
+		if e.stack, err = awslocal.Provision(ctx, e.sqs, stackOpts); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var stacks []*awslocal.Stack
+		if e.set, stacks, err = awslocal.ProvisionQueues(ctx, e.sqs, stackOpts, o.named...); err != nil {
+			t.Fatal(err)
+		}
+		e.stacks = map[string]*awslocal.Stack{}
+		for i, q := range e.set.All() {
+			e.stacks[q.Name] = stacks[i]
+		}
+		e.stack = e.stacks[queues.DefaultName]
 	}
 	if e.table, err = awslocal.ProvisionTable(ctx, e.ddb, name); err != nil {
 		t.Fatal(err)
@@ -108,6 +133,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 		q = o.sqsWrapper(q)
 	}
 	pcfg := producer.Config{SQS: q, QueueURL: e.stack.QueueURL, Clock: e.clock.Now, MaxRetries: -1}
+	if e.set != nil {
+		pcfg.Queues, pcfg.Routes = e.set, o.routes
+	}
 	if !o.noStatus {
 		pcfg.Status = e.status
 	}
@@ -139,19 +167,46 @@ func newEnv(t testing.TB, o envOptions) *env {
 		e.mu.Unlock()
 		return nil
 	}))
-	if e.h, err = worker.New(worker.Config{Registry: reg, SQS: e.sqs, QueueURL: e.stack.QueueURL, DLQURL: e.stack.DLQURL,
-		Middleware: []worker.Middleware{mw}, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-		t.Fatal(err)
+	if e.set == nil {
+		if e.h, err = worker.New(worker.Config{Registry: reg, SQS: e.sqs, QueueURL: e.stack.QueueURL, DLQURL: e.stack.DLQURL,
+			Middleware: []worker.Middleware{mw}, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+			t.Fatal(err)
+		}
+		return e
 	}
+	e.handlers = map[string]*worker.Handler{}
+	for name, st := range e.stacks {
+		if e.handlers[name], err = worker.New(worker.Config{Registry: reg, SQS: e.sqs, QueueURL: st.QueueURL, DLQURL: st.DLQURL,
+			Middleware: []worker.Middleware{mw}, Routing: e.set.Routing(o.routes), OnBatch: e.countMisrouted, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.h = e.handlers[queues.DefaultName]
 	return e
+}
+
+func (e *env) countMisrouted(_ context.Context, outcomes []worker.Outcome) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, o := range outcomes {
+		if o.Misrouted {
+			e.misrouted++
+		}
+	}
 }
 
 // receive takes every message now visible on the queue (short polls until one comes back empty).
 func (e *env) receive() []sqstypes.Message {
 	e.t.Helper()
+	return e.receiveFrom(e.stack)
+}
+
+// receiveFrom is receive on the queue of st.
+func (e *env) receiveFrom(st *awslocal.Stack) []sqstypes.Message {
+	e.t.Helper()
 	var all []sqstypes.Message
 	for {
-		out, err := e.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.stack.QueueURL),
+		out, err := e.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURL),
 			MaxNumberOfMessages: 10, VisibilityTimeout: 60, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}})
 		if err != nil {
 			e.t.Fatal(err)
@@ -166,15 +221,21 @@ func (e *env) receive() []sqstypes.Message {
 // work hands messages to the worker, as Lambda would, and fails on any item failure.
 func (e *env) work(msgs []sqstypes.Message) {
 	e.t.Helper()
+	e.workOn(e.h, e.stack, msgs)
+}
+
+// workOn hands messages of the queue of st to the worker h, as Lambda would.
+func (e *env) workOn(h *worker.Handler, st *awslocal.Stack, msgs []sqstypes.Message) {
+	e.t.Helper()
 	if len(msgs) == 0 {
 		return
 	}
 	var ev events.SQSEvent
 	for _, m := range msgs {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: e.stack.QueueARN})
+			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: st.QueueARN})
 	}
-	resp, err := e.h.HandleSQS(context.Background(), ev)
+	resp, err := h.HandleSQS(context.Background(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		e.t.Fatalf("worker: %v, failures %v", err, resp.BatchItemFailures)
 	}

@@ -48,6 +48,7 @@ const (
 	attrDSeq      = "d_seq"      // N: enqueues gathered
 	attrDEnv      = "d_env"      // S: the latest enqueue's envelope (its own id: d_job replaces it)
 	attrDGroup    = "d_group"    // S: the FIFO message group, if any
+	attrDQueue    = "d_queue"    // S: the ARN of the job's queue when it is not the default queue
 
 	attrTCount = "t_count" // N: enqueues accepted in the period
 

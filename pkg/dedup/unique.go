@@ -13,6 +13,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -100,12 +101,21 @@ func (e *Enqueuer) checkUnique(u Unique, m producer.Message) error {
 	return e.checkFIFO("Unique", m)
 }
 
+// fifo reports whether the job m goes to a FIFO queue: the queue the producer prepared it for (a
+// producer of several queues may have FIFO and standard ones), else the producer's own.
+func (e *Enqueuer) fifo(m producer.Message) bool {
+	if m.QueueURL != "" {
+		return queues.Queue{URL: m.QueueURL}.FIFO()
+	}
+	return e.prod.FIFO()
+}
+
 // checkFIFO refuses, on a FIFO queue, a job whose SQS deduplication id is not its own: SQS drops
 // a message whose deduplication id it saw in the last 5 minutes and still answers the send as
 // a success, so a unique key's next job (or a debounced key's next one) sent with the id of an
 // earlier one would never arrive, while the key names it.
 func (e *Enqueuer) checkFIFO(rule string, m producer.Message) error {
-	if !e.prod.FIFO() {
+	if !e.fifo(m) {
 		return nil
 	}
 	if m.Key != m.ID {

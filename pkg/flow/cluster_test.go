@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
@@ -603,6 +604,66 @@ func TestPausedKindRunsNothingUntilResumed(t *testing.T) {
 	}
 	c.waitFor("the paused jobs after the resume", func() bool { return c.ledger.completedCount() >= len(otherIDs)+len(pausedIDs) })
 	c.checkOnceEach(append(pausedIDs, otherIDs...), nil)
+}
+
+// TestDeferredTooLongGoesToTheDLQ: a job that cannot get its slot (the one slot held by a long
+// job) is deferred again and again, its message re-sent from the third receive with the start of
+// its wait, and once it has waited MaxDeferral it is dead-lettered with the reason
+// deferred_too_long: never run, never lost, never looping past its bound. The holder completes
+// once.
+func TestDeferredTooLongGoesToTheDLQ(t *testing.T) {
+	t.Parallel()
+	const bound = 9 * time.Second // more receives than maxReceiveCount (3): only re-sent copies keep it out of the DLQ until then
+	c := newCluster(t, clusterConfig{processes: 2, concurrency: 2, batch: 1, maxReceives: 3, flow: func(f *flow.Config) {
+		f.Concurrency = []flow.Concurrency{{Kind: "test.work", Limit: 1}}
+		f.MaxDeferral = bound
+	}})
+	holder := c.enqueue([]jobs.Args{workArgs{Key: "h", Sleep: 16_000}})[0]
+	c.waitFor("the holder to start", func() bool {
+		c.ledger.mu.Lock()
+		defer c.ledger.mu.Unlock()
+		return c.ledger.runs[holder] == 1
+	})
+	sent := time.Now()
+	waiter := c.enqueue([]jobs.Args{workArgs{Key: "w"}})[0]
+	var dead []sqstypes.Message
+	c.waitFor("the waiter's dead letter", func() bool {
+		out, err := c.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(c.stack.DLQURL),
+			MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, out.Messages...)
+		return len(dead) > 0
+	})
+	at := time.Now()
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want the waiter's", len(dead))
+	}
+	env, err := jobs.ParseEnvelope(aws.ToString(dead[0].Body))
+	if err != nil || env.ID != waiter {
+		t.Fatalf("dead letter %s (%v), want job %s", aws.ToString(dead[0].Body), err, waiter)
+	}
+	f, err := decodeFailure(aws.ToString(dead[0].MessageAttributes[worker.FailureAttribute].StringValue))
+	if err != nil || f.Reason != jobs.ReasonDeferredTooLong {
+		t.Fatalf("failure %+v (%v), want the reason %s", f, err, jobs.ReasonDeferredTooLong)
+	}
+	if waited := at.Sub(sent); waited < bound {
+		t.Errorf("dead-lettered %s after it was sent, before its bound %s", waited, bound)
+	}
+	var slot int64
+	for _, p := range c.procs {
+		slot += p.flow.Stats().SlotDenied
+	}
+	if slot < 3 {
+		t.Errorf("%d deferrals for want of the slot; want several (re-sent copies among them)", slot)
+	}
+	c.waitFor("the holder to complete", func() bool { return c.ledger.completedCount() >= 1 })
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
+	if c.ledger.runs[waiter] != 0 || c.ledger.completed[holder] != 1 {
+		t.Errorf("waiter ran %d times (want 0), holder completed %d times (want 1)", c.ledger.runs[waiter], c.ledger.completed[holder])
+	}
 }
 
 // decodeFailure reads a dead letter's failure attribute.

@@ -117,6 +117,19 @@ func TestFromRecord(t *testing.T) {
 	if a.ResultBytes != len(`{"rows":42}`) || a.FirstAttemptAt == nil || !a.FinishedAt.Equal(succeeded.UpdatedAt) {
 		t.Errorf("event %+v: want the result's size and the times", a)
 	}
+	// A chain of pkg/batch (an item of its own in the table, "chain:<id>", no '#') ends in st
+	// succeeded or cancelled: the mapping's filter passes it, FromRecord skips it (it is no job).
+	chainImg := func(st string) map[string]events.DynamoDBAttributeValue {
+		return map[string]events.DynamoDBAttributeValue{idempotency.AttrPK: events.NewStringAttribute("chain:01CHAIN"),
+			idempotency.AttrState: events.NewStringAttribute(st), "dat": events.NewNumberAttribute("1764583200000")}
+	}
+	for _, st := range []string{"succeeded", "cancelled"} {
+		r := events.DynamoDBEventRecord{EventName: "MODIFY", EventSourceArn: tests[0].r.EventSourceArn}
+		r.Change.OldImage, r.Change.NewImage = chainImg("running"), chainImg(st)
+		if ev, ok, err := FromRecord(&r); ok || err != nil || !Filter(&r) {
+			t.Errorf("a chain item ending %s: FromRecord = %+v, %v, %v (filter %v); want skipped without an error", st, ev, ok, err, Filter(&r))
+		}
+	}
 	// A MODIFY without an old image (a stream with NEW_IMAGE only) is malformed.
 	bad := record("MODIFY", 101, nil, succeeded)
 	if _, _, err := FromRecord(&bad); !errors.Is(err, ErrMalformed) {

@@ -50,6 +50,9 @@ type Job[T jobs.Args] struct {
 	Delay time.Duration
 	// RunAt is when a job delayed through a one-time schedule runs (zero otherwise).
 	RunAt time.Time
+	// EnqueuedAt is when it was enqueued (the Clock's time): its message sent, or its schedule
+	// made.
+	EnqueuedAt time.Time
 	// GroupID is the message group ("" without one).
 	GroupID string
 	// Attributes are the message attributes (string values).
@@ -84,7 +87,7 @@ func Enqueued[T jobs.Args](q *Queue) ([]Job[T], error) {
 		if err != nil {
 			continue // not a job (a raw message)
 		}
-		if err := add(env, Job[T]{Delay: m.Delay, GroupID: m.GroupID, Attributes: m.Attributes}); err != nil {
+		if err := add(env, Job[T]{Delay: m.Delay, EnqueuedAt: m.SentAt, GroupID: m.GroupID, Attributes: m.Attributes}); err != nil {
 			return nil, err
 		}
 	}
@@ -92,7 +95,7 @@ func Enqueued[T jobs.Args](q *Queue) ([]Job[T], error) {
 	scheduled := append([]Schedule(nil), q.scheduled...)
 	q.mu.Unlock()
 	for _, s := range scheduled {
-		if err := add(s.Envelope, Job[T]{RunAt: s.RunAt, GroupID: s.GroupID}); err != nil {
+		if err := add(s.Envelope, Job[T]{RunAt: s.RunAt, EnqueuedAt: s.ScheduledAt, GroupID: s.GroupID}); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +106,9 @@ func Enqueued[T jobs.Args](q *Queue) ([]Job[T], error) {
 type Want struct {
 	// Key is the job's idempotency key (the envelope's key; a job without one has its id).
 	Key string
-	// Delay is the message's DelaySeconds.
+	// Delay is the delay the job was enqueued with (producer.WithDelay): its message's
+	// DelaySeconds, or, for a job delayed through a one-time schedule (beyond 15 minutes, or any
+	// delay on a FIFO queue), its RunAt less the time it was enqueued.
 	Delay time.Duration
 	// RunAt is the run time of a job delayed through a one-time schedule.
 	RunAt time.Time
@@ -178,8 +183,10 @@ func mismatch[T jobs.Args](j Job[T], wantJSON []byte, o *Want) string {
 	switch {
 	case o.Key != "" && j.Envelope.EffectiveKey() != o.Key:
 		return fmt.Sprintf("key %q, want %q", j.Envelope.EffectiveKey(), o.Key)
-	case o.Delay != 0 && j.Delay != o.Delay:
+	case o.Delay != 0 && j.RunAt.IsZero() && j.Delay != o.Delay:
 		return fmt.Sprintf("delay %s, want %s", j.Delay, o.Delay)
+	case o.Delay != 0 && !j.RunAt.IsZero() && j.RunAt.Sub(j.EnqueuedAt) != o.Delay:
+		return fmt.Sprintf("delay %s (a one-time schedule), want %s", j.RunAt.Sub(j.EnqueuedAt), o.Delay)
 	case !o.RunAt.IsZero() && !j.RunAt.Equal(o.RunAt):
 		return fmt.Sprintf("run at %s, want %s", j.RunAt.Format(time.RFC3339Nano), o.RunAt.Format(time.RFC3339Nano))
 	case o.GroupID != "" && j.GroupID != o.GroupID:

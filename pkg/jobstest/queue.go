@@ -97,9 +97,14 @@ var (
 // on a FIFO queue), as the producer asks EventBridge Scheduler for one: when the Clock reaches
 // RunAt, Env sends Envelope to the queue.
 type Schedule struct {
+	// Envelope is the job the schedule sends.
 	Envelope jobs.Envelope
-	RunAt    time.Time
-	GroupID  string
+	// RunAt is when it sends it.
+	RunAt time.Time
+	// GroupID is the FIFO message group ("" on a standard queue).
+	GroupID string
+	// ScheduledAt is when the producer made the schedule (the Clock's time).
+	ScheduledAt time.Time
 }
 
 // Message is a message sent to a Queue, as SQS keeps it.
@@ -437,7 +442,7 @@ func (q *Queue) ScheduleJob(_ context.Context, env jobs.Envelope, runAt time.Tim
 			return "jobstest-" + env.ID, nil
 		}
 	}
-	s := Schedule{Envelope: env, RunAt: runAt, GroupID: groupID}
+	s := Schedule{Envelope: env, RunAt: runAt, GroupID: groupID, ScheduledAt: q.clock.Now()}
 	q.schedules = append(q.schedules, s)
 	q.scheduled = append(q.scheduled, s)
 	return "jobstest-" + env.ID, nil

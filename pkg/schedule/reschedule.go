@@ -47,3 +47,15 @@ func (c *Client) RescheduleJob(ctx context.Context, env jobs.Envelope, at time.T
 	}
 	return *in.Name, nil
 }
+
+// RescheduleJobOn is RescheduleJob onto another queue of the stack, given by its ARN (see
+// ForQueue): the schedule is replaced whole, its target included, so the job it sends goes to
+// that queue. A debounced job of a kind routed to a named queue (pkg/dedup) is moved through it,
+// as ScheduleJobOn created it.
+func (c *Client) RescheduleJobOn(ctx context.Context, queueARN string, env jobs.Envelope, at time.Time, groupID string) (string, error) {
+	cc, err := c.ForQueue(queueARN)
+	if err != nil {
+		return "", err
+	}
+	return cc.RescheduleJob(ctx, env, at, groupID)
+}

@@ -78,7 +78,9 @@ func TestWait(t *testing.T) {
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		// Long enough for the first lookup to find the job on a loaded machine (-race, 2 cores):
+		// the job stays running, so Wait always ends at this deadline.
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		j, err := tbl.Wait(wctx, "01SLOW", fast)
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNotFound) || j.State != idempotency.StateRunning {

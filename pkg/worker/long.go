@@ -224,6 +224,9 @@ func (b *batch) copyEnvelope(it *item, r *result) (jobs.Envelope, error) {
 		}
 		if r.setContinuation {
 			meta[jobs.MetaContinuation] = strconv.Itoa(r.continuation)
+			// The job ran: a deferral of its next run (a flow limit) begins anew, not at an
+			// earlier copy's deferral start.
+			delete(meta, jobs.MetaDeferredSince)
 		}
 		if !r.since.IsZero() { // a deferred job: when its deferral began (decideDefer)
 			meta[jobs.MetaDeferredSince] = r.since.UTC().Format(jobs.TimeLayout)

@@ -464,3 +464,26 @@ func TestSleepScheduledOntoItsOwnQueue(t *testing.T) {
 		t.Errorf("scheduled onto %v (%d copies), want one copy onto %s", sched.arns, len(sched.envs), bulk)
 	}
 }
+
+// A continued job's copy does not carry the deferral start of an earlier copy (meta
+// deferred_since, written when a flow limit re-sent the job): the job ran since, so a deferral of
+// its next run begins anew. Carried over, the next run's first deferral would count the wait from
+// before the job ran (and every slice and sleep since) against flow's MaxDeferral and dead-letter
+// it as deferred_too_long.
+func TestContinuationDropsAnEarlierDeferralStart(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	s := newLongHandler(t, func(context.Context) error { return jobs.Sleep(time.Minute) }, func(c *Config) {
+		c.Now = func() time.Time { return now }
+	}, 0)
+	failed, out := s.handle(t, context.Background(), longMsg("1", func(e *jobs.Envelope, _ *events.SQSMessage) {
+		e.Meta = map[string]string{jobs.MetaDeferredSince: now.Add(-2 * time.Hour).Format(jobs.TimeLayout), "tenant": "acme"}
+	}))
+	if len(failed) != 0 || out[0].Outcome != OutcomeContinued {
+		t.Fatalf("failed %v, outcome %s; want a continuation", failed, out[0].Outcome)
+	}
+	env, _ := s.copyOf(t)
+	if _, ok := env.Meta[jobs.MetaDeferredSince]; ok || env.Meta["tenant"] != "acme" || env.Meta[jobs.MetaContinuation] != "1" {
+		t.Errorf("copy meta %v; want the tenant and the continuation, no deferred_since", env.Meta)
+	}
+}

@@ -30,7 +30,8 @@ type LongJobs struct {
 	// scheduler:CreateSchedule on the group and iam:PassRole on the role. Unset: those copies
 	// wait in SQS. The CDK stack sets them, and grants what they need, with WorkerEnqueues.
 	// SchedulerDLQARN (SQSWORKER_SCHEDULER_DLQ_ARN, optional) receives the firings Scheduler could
-	// not deliver.
+	// not deliver. Without the role there is no scheduler: the group alone (recurring schedules)
+	// or the queue's ARN alone (WorkerEnqueues without scheduling) is no error.
 	ScheduleGroup, QueueARN, SchedulerRoleARN, SchedulerDLQARN string
 }
 
@@ -47,10 +48,11 @@ func LoadLongJobs(getenv func(string) string) (LongJobs, error) {
 	}
 	group, queue, role := strings.TrimSpace(getenv(EnvScheduleGroup)), strings.TrimSpace(getenv(EnvQueueARN)), strings.TrimSpace(getenv(EnvSchedulerRoleARN))
 	switch {
-	case queue == "" && role == "":
-		// no scheduler: the group alone is the recurring schedules' (logged by the worker)
-	case group == "" || queue == "" || role == "":
-		errs = append(errs, fmt.Errorf("%s, %s and %s go together (EventBridge Scheduler for sleeping jobs): set all three, or only the group",
+	case role == "":
+		// No scheduler. The group alone is the recurring schedules'; the queue's ARN alone is a
+		// follow-up producer's (the CDK stack with WorkerEnqueues and DisableScheduling sets it).
+	case group == "" || queue == "":
+		errs = append(errs, fmt.Errorf("%s, %s and %s go together (EventBridge Scheduler for sleeping jobs): set all three, or no scheduler role",
 			EnvScheduleGroup, EnvQueueARN, EnvSchedulerRoleARN))
 	default:
 		dlq := strings.TrimSpace(getenv(EnvSchedulerDLQARN))
