@@ -75,7 +75,7 @@ func TestShardedBatchExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.send(tagged...)
-	r.send(tagged...) // duplicate deliveries
+	r.send(tagged...)                                                // duplicate deliveries
 	if err := b.Add(r.ctx, r.prod, children[0:100]...); err != nil { // counted once: its fingerprint
 		t.Fatal(err)
 	}
