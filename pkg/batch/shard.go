@@ -40,7 +40,10 @@ import (
 // completes the batch (conditioned st = open AND full = 0). Once sealed, no child can be added and
 // a shard's remaining only falls; the one transaction that takes full from 1 to 0, or the seal
 // that finds it at 0, is the only one whose condition holds. The callback is put into the outbox
-// exactly once, and never before the seal.
+// exactly once, and never before the seal. Its summary sums every shard as read before that
+// transaction; a shard with no unfinished children changes only when a redriven dead child moves
+// its count, so the transaction also checks that every shard counting dead children still counts
+// as many (a ConditionCheck each), and a redrive in between makes it read again.
 
 // MaxCounterShards is the most counter shards a batch may have (Spec.CounterShards): a count of
 // a chunk writes the batch, its part, its fingerprint and every shard it touches in one
@@ -235,7 +238,6 @@ func (c *Client) settleShard(ctx context.Context, id string, k int, o string, w 
 			return nil
 		}
 		var te *txError
-		println("DEBUG settleShard", id, k, prev, o, last, completing, err.Error())
 		if !errors.As(err, &te) {
 			return err
 		}
@@ -365,8 +367,9 @@ type lastChild struct {
 // counters set to their final values, conditioned on the shard being exactly as read; the batch
 // conditioned sealed with this shard its only busy one), or by the seal (last nil: the batch
 // conditioned open with no busy shard). The other shards are read: they have no unfinished
-// children (errShardsMoved when one has: read again) and change only when a redriven child moves
-// its count.
+// children (errShardsMoved when one has: read again) and change only when a redriven dead child
+// moves its count: each one that counts dead children is checked in the same transaction
+// (ConditionCheck: still as many dead), so the summary is never older than the batch's counts.
 func (c *Client) shardedCompletion(ctx context.Context, id string, bt snapshot, last *lastChild, now time.Time) ([]types.TransactWriteItem, error) {
 	all, err := c.readShards(ctx, id, bt.shards, true)
 	if err != nil {
@@ -380,6 +383,18 @@ func (c *Client) shardedCompletion(ctx context.Context, id string, bt snapshot, 
 		if s.remaining != 0 {
 			return nil, fmt.Errorf("%w: shard %d of %s has %d unfinished children", errShardsMoved, k, id, s.remaining)
 		}
+		if s.dead == 0 {
+			continue
+		}
+		// A shard whose children have all finished changes only when a dead one is redriven
+		// and moves its count (and leaves the not-succeeded set). The summary is made of what
+		// was read: the transaction holds only while the shard still counts as many dead.
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(c.cfg.Table), Key: avKey(shardKey(id, k)),
+			ConditionExpression:       aws.String("#rem = :zero AND #dead = :dead"),
+			ExpressionAttributeNames:  map[string]string{"#rem": attrRemaining, "#dead": attrDead},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": avN(0), ":dead": avN(s.dead)},
+		}})
 	}
 	if last != nil {
 		s, d := last.shard, last.d

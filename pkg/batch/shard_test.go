@@ -605,3 +605,116 @@ func TestShardedThroughOutbox(t *testing.T) {
 		t.Errorf("List: %+v", list)
 	}
 }
+
+// claimFor claims tagged child m with store and returns its Finish (succeeded; set State for
+// another outcome), as the worker's middleware would.
+func (r *rig) claimFor(store idempotency.Store, m producer.Message, token string) idempotency.Finish {
+	r.t.Helper()
+	now := time.Now()
+	env, err := jobs.ParseEnvelope(m.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if res, err := store.Claim(r.ctx, idempotency.ClaimRequest{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: token,
+		Now: now, LeaseUntil: now.Add(time.Minute), Meta: env.Meta}); err != nil || !res.Claimed {
+		r.t.Fatalf("claim %s: %v, %+v", m.ID, err, res)
+	}
+	return idempotency.Finish{Kind: m.Kind, Key: m.Key, JobID: m.ID, Token: token,
+		State: idempotency.StateSucceeded, Now: now, ExpiresAt: now.Add(time.Hour), Meta: env.Meta}
+}
+
+// TestShardedCompletionMeetsARedrive: the last child of a sealed sharded batch completes it with
+// a summary of every shard, read before its transaction; a dead child of another shard, redriven
+// and succeeding between that read and the transaction, moves its shard's count. The completion
+// must not commit a summary the shards no longer hold (dead 1 where the batch says 0): it is
+// refused, reads again, and the callback gets the counts as they are when the batch completes.
+func TestShardedCompletionMeetsARedrive(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := r.client.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.client.Start(r.ctx, batch.Spec{Callback: r.callback("redrive-race"), CounterShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := b.Track(r.ctx, r.thumbs(8, func(int) bool { return false })...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dead and last are on different shards; the others finish first.
+	dead, last := tagged[0], -1
+	for i, m := range tagged[1:] {
+		if metaOf(t, m)[batch.MetaBatchShard] != metaOf(t, dead)[batch.MetaBatchShard] {
+			last = i + 1
+			break
+		}
+	}
+	if last < 0 {
+		t.Fatal("every child hashed to one shard")
+	}
+	for i, m := range tagged {
+		if i == 0 || i == last {
+			continue
+		}
+		if err := store.Finish(r.ctx, r.claimFor(store, m, "t-"+m.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := r.claimFor(store, dead, "t1-"+dead.ID)
+	f.State = idempotency.StateDead
+	if err := store.Finish(r.ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info := r.info(b.ID()); info.State != batch.StateSealed || info.Dead != 1 || info.Remaining != 1 {
+		t.Fatalf("batch before its last child: %+v", info)
+	}
+
+	var redriven atomic.Bool
+	hook := &hookDDB{DynamoDBAPI: r.ddb}
+	hook.onTx = func(in *dynamodb.TransactWriteItemsInput) {
+		// The completing transaction (the only one of the last child's that writes the batch's
+		// item): it has read the shards. The dead child is redriven and succeeds now.
+		if !writesItem(in, batchItemKey(b.ID())) || redriven.Swap(true) {
+			return
+		}
+		if err := r.status.ResetForRedrive(r.ctx, dead.Kind, dead.Key, false); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := store.Finish(r.ctx, r.claimFor(store, dead, "t2-"+dead.ID)); err != nil {
+			t.Error(err)
+		}
+	}
+	hooked, err := batch.New(batch.Config{Client: hook, Table: r.table, Outbox: r.ob, OnOutbox: r.wakeRelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hstore, err := hooked.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hstore.Finish(r.ctx, r.claimFor(hstore, tagged[last], "t-"+tagged[last].ID)); err != nil {
+		t.Fatal(err)
+	}
+	if !redriven.Load() {
+		t.Fatal("the redrive did not land between the completion's read and its write")
+	}
+	info := r.info(b.ID())
+	if info.State != batch.StateDone || info.Succeeded != 8 || info.Dead != 0 {
+		t.Errorf("batch: %+v, want done with 8 succeeded", info)
+	}
+	r.start(1, 0)
+	r.waitFor("the callback", time.Minute, func() bool { return r.cbRuns.Load() == 1 })
+	if s := r.summaries()[0]; s.Succeeded != info.Succeeded || s.Dead != info.Dead || len(s.NotSucceeded) != 0 {
+		t.Errorf("summary %+v; the batch completed with %d succeeded, %d dead", s, info.Succeeded, info.Dead)
+	}
+}
