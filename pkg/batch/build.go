@@ -624,7 +624,8 @@ var noBusiness dynamodb.TransactWriteItemsInput
 // transaction (an empty sealed batch puts its callback into the outbox at once); without, Add
 // more children later (Client.Batch(id).AddThroughOutbox, Add) and Seal. All of it must fit one
 // transaction with the caller's actions: 100 actions, 4 MB (each child is one action, two when
-// the outbox writes queued records; the batch takes up to 4 more); the batch's items at most
+// the outbox writes queued records; the batch takes up to 4 more, and one per counter shard
+// with Spec.CounterShards); the batch's items at most
 // 3 MB, leaving 1 MB for the caller's (ErrTooLarge). Nothing is written.
 func (c *Client) Prepare(spec Spec, seal bool, children ...producer.Message) (Tx, error) {
 	if err := c.checkSpec(&spec); err != nil {

@@ -272,24 +272,7 @@ func (c *Client) counterUpdate(id, prev, o string, d delta, xFull bool, now time
 		UpdateExpression: aws.String("SET " + set), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}}}
-	switch {
-	case d.xAdd != "" && !xFull:
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("ADD #ids :id"),
-			ConditionExpression:       aws.String("attribute_not_exists(#ids) OR size(#ids) < :max"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}, ":max": avN(MaxNotSucceeded)},
-		}})
-	case d.xDel != "":
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("DELETE #ids :id"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xDel}}},
-		}})
-	}
-	return items
+	return append(items, c.notSucceededWrites(notSucceededKey(id), d, xFull, now)...)
 }
 
 // completion returns the writes that finish batch id, read as snap, with the change d (a last
@@ -336,12 +319,7 @@ func (c *Client) completion(ctx context.Context, id string, snap snapshot, d del
 	}
 	if d.xAdd != "" && len(ids) < MaxNotSucceeded {
 		ids = append(ids, d.xAdd)
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("ADD #ids :id"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}},
-		}})
+		items = append(items, c.notSucceededAdd(notSucceededKey(id), d.xAdd, false, now))
 	}
 	if snap.callback == "" {
 		return items, nil

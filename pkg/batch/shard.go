@@ -303,7 +303,7 @@ func (c *Client) shardUpdate(id string, k int, prev, o string, d delta, xFull bo
 		UpdateExpression: aws.String("SET " + set), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}}}
-	return append(items, c.notSucceededWrites(shardNotSucceededKey(id, k), d, xFull)...)
+	return append(items, c.notSucceededWrites(shardNotSucceededKey(id, k), d, xFull, now)...)
 }
 
 // shardEmptying returns the writes of the count of shard k's last unfinished child when it does
@@ -327,21 +327,15 @@ func (c *Client) shardEmptying(id string, k int, o string, d delta, xFull bool, 
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1), ":now": avN(now.UnixMilli()), ":open": avS(StateOpen)},
 		}},
 	}
-	return append(items, c.notSucceededWrites(shardNotSucceededKey(id, k), d, xFull)...)
+	return append(items, c.notSucceededWrites(shardNotSucceededKey(id, k), d, xFull, now)...)
 }
 
 // notSucceededWrites returns the write of a not-succeeded set (key) for a count d: its id added
 // (while the set has room: conditioned on its size) or removed.
-func (c *Client) notSucceededWrites(key string, d delta, xFull bool) []types.TransactWriteItem {
+func (c *Client) notSucceededWrites(key string, d delta, xFull bool, now time.Time) []types.TransactWriteItem {
 	switch {
 	case d.xAdd != "" && !xFull:
-		return []types.TransactWriteItem{{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(key),
-			UpdateExpression:          aws.String("ADD #ids :id"),
-			ConditionExpression:       aws.String("attribute_not_exists(#ids) OR size(#ids) < :max"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}, ":max": avN(MaxNotSucceeded)},
-		}}}
+		return []types.TransactWriteItem{c.notSucceededAdd(key, d.xAdd, true, now)}
 	case d.xDel != "":
 		return []types.TransactWriteItem{{Update: &types.Update{
 			TableName: aws.String(c.cfg.Table), Key: avKey(key),
@@ -351,6 +345,24 @@ func (c *Client) notSucceededWrites(key string, d delta, xFull bool) []types.Tra
 		}}}
 	}
 	return nil
+}
+
+// notSucceededAdd returns the write that adds id to the not-succeeded set key (conditioned on its
+// room when bounded), giving the set, when this creates it, an expiry Config.TTL from now (after
+// the batch's own).
+func (c *Client) notSucceededAdd(key, id string, bounded bool, now time.Time) types.TransactWriteItem {
+	u := &types.Update{
+		TableName: aws.String(c.cfg.Table), Key: avKey(key),
+		UpdateExpression:         aws.String("ADD #ids :id SET #exp = if_not_exists(#exp, :exp)"),
+		ExpressionAttributeNames: map[string]string{"#ids": attrIDs, "#exp": idempotency.AttrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{id}},
+			":exp": avN(expSeconds(now.Add(c.cfg.TTL)))},
+	}
+	if bounded {
+		u.ConditionExpression = aws.String("attribute_not_exists(#ids) OR size(#ids) < :max")
+		u.ExpressionAttributeValues[":max"] = avN(MaxNotSucceeded)
+	}
+	return types.TransactWriteItem{Update: u}
 }
 
 // lastChild is the count that completes a sealed sharded batch: its shard k (read as shard, at
@@ -414,12 +426,7 @@ func (c *Client) shardedCompletion(ctx context.Context, id string, bt snapshot, 
 		}})
 		if d.xAdd != "" && len(all.ids[last.k]) < MaxNotSucceeded {
 			all.ids[last.k] = append(all.ids[last.k], d.xAdd)
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(c.cfg.Table), Key: avKey(shardNotSucceededKey(id, last.k)),
-				UpdateExpression:          aws.String("ADD #ids :id"),
-				ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}},
-			}})
+			items = append(items, c.notSucceededAdd(shardNotSucceededKey(id, last.k), d.xAdd, false, now))
 		}
 	}
 	set := "#st = :done, #dat = :now, #last = :now, #full = :zero"

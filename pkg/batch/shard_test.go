@@ -718,3 +718,64 @@ func TestShardedCompletionMeetsARedrive(t *testing.T) {
 		t.Errorf("summary %+v; the batch completed with %d succeeded, %d dead", s, info.Succeeded, info.Dead)
 	}
 }
+
+// TestNotSucceededSetsExpire: the not-succeeded set of a batch (batch:<id>:x) and of each counter
+// shard (batch:<id>:x:<k>), created by a dead child's ADD, expires like the batch's other items
+// (docs/TABLE.md: every item expires Config.TTL after it was made); it did not, and stayed in
+// the table for ever.
+func TestNotSucceededSetsExpire(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: r.ddb, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := r.client.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shards := range []int{1, 4} {
+		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) {
+			b, err := r.client.Start(r.ctx, batch.Spec{CounterShards: shards})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Two children: the first, dead, is not the batch's last (its count is the common one);
+			// the second, dead too, completes the sealed batch.
+			tagged, err := b.Track(r.ctx, r.thumbs(2, func(int) bool { return true })...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Seal(r.ctx); err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, m := range tagged {
+				f := r.claimFor(store, m, "t-"+m.ID)
+				f.State = idempotency.StateDead
+				if err := store.Finish(r.ctx, f); err != nil {
+					t.Fatal(err)
+				}
+				key := "batch:" + b.ID() + ":x"
+				if shards > 1 {
+					key += ":" + metaOf(t, m)[batch.MetaBatchShard]
+				}
+				keys = append(keys, key)
+			}
+			if info := r.info(b.ID()); info.State != batch.StateDone || info.Dead != 2 {
+				t.Fatalf("batch: %+v", info)
+			}
+			batchExp := attrN(r.raw(batchItemKey(b.ID())), idempotency.AttrExpires)
+			for _, key := range keys {
+				item := r.raw(key)
+				if item == nil {
+					t.Fatalf("%s: no item", key)
+				}
+				exp := attrN(item, idempotency.AttrExpires)
+				if exp < batchExp || exp > float64(time.Now().Add(batch.DefaultTTL+time.Minute).Unix()) {
+					t.Errorf("%s expires at %v; the batch at %v", key, exp, batchExp)
+				}
+			}
+		})
+	}
+}
