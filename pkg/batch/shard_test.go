@@ -3,9 +3,11 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -775,6 +777,43 @@ func TestNotSucceededSetsExpire(t *testing.T) {
 				if exp < batchExp || exp > float64(time.Now().Add(batch.DefaultTTL+time.Minute).Unix()) {
 					t.Errorf("%s expires at %v; the batch at %v", key, exp, batchExp)
 				}
+			}
+		})
+	}
+}
+
+// TestCounterShardsValidation: Spec.CounterShards outside 1..MaxCounterShards is refused with
+// ErrInvalid and an error that names it, by Start and Prepare, before anything is written; 0 is
+// the default, 1.
+func TestCounterShardsValidation(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	for _, tc := range []struct {
+		shards int
+		want   int // the batch's counter shards; 0: refused
+	}{
+		{-1, 0}, {0, 1}, {1, 1}, {2, 2}, {batch.MaxCounterShards, batch.MaxCounterShards}, {batch.MaxCounterShards + 1, 0}, {1000, 0},
+	} {
+		t.Run(strconv.Itoa(tc.shards), func(t *testing.T) {
+			id := "shards-" + strings.ReplaceAll(strconv.Itoa(tc.shards), "-", "m")
+			_, perr := r.client.Prepare(batch.Spec{ID: id + "-tx", CounterShards: tc.shards}, true)
+			b, err := r.client.Start(r.ctx, batch.Spec{ID: id, CounterShards: tc.shards})
+			if tc.want == 0 {
+				for what, e := range map[string]error{"Start": err, "Prepare": perr} {
+					if !errors.Is(e, batch.ErrInvalid) || !strings.Contains(fmt.Sprint(e), "CounterShards "+strconv.Itoa(tc.shards)) {
+						t.Errorf("%s: %v, want ErrInvalid naming CounterShards %d", what, e, tc.shards)
+					}
+				}
+				if item := r.raw(batchItemKey(id)); item != nil {
+					t.Errorf("a refused batch was written: %v", item)
+				}
+				return
+			}
+			if err != nil || perr != nil {
+				t.Fatalf("Start: %v; Prepare: %v", err, perr)
+			}
+			if info := r.info(b.ID()); info.CounterShards != tc.want {
+				t.Errorf("the batch has %d counter shards, want %d", info.CounterShards, tc.want)
 			}
 		})
 	}
