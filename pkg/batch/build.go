@@ -38,10 +38,12 @@ type Spec struct {
 	// Description is shown by listings (at most 256 bytes).
 	Description string
 	// CounterShards is how many items count the batch's children, 1 to MaxCounterShards. With 1
-	// the batch's own item takes every child's count: about 500 children a second at most
-	// (docs/BATCHES.md, "Limits"). With N > 1 each child is counted on one of N shard items (by a
-	// hash of its job id), so the batch counts up to N times as fast; its seal and completion,
-	// listings and Get read the N shards (docs/BATCHES.md, "Counter shards"). Defaults to 1.
+	// the batch's own item takes every child's count: about 500 children a second at most, fewer
+	// with conflicts (docs/BATCHES.md, "Limits"). With N > 1 each child is counted on one of N
+	// shard items (by a hash of its job id), so the batch counts up to N times as fast; its seal
+	// and completion, listings and Get read the N shards. Set one shard per 100 children finishing
+	// a second; it costs about 8 write units per shard per batch, nothing per child
+	// (docs/BATCHES.md, "Counter shards"). Defaults to 1.
 	CounterShards int
 }
 
