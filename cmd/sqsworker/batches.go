@@ -134,13 +134,17 @@ type batchJSON struct {
 	CancelledAt  jsonTime `json:"cancelled_at"`
 	CancelReason string   `json:"cancel_reason"`
 	ExpiresAt    jsonTime `json:"expires_at"`
+	// CounterShards is how many items count the children (1: the batch's own); the counts above
+	// are their sums.
+	CounterShards int `json:"counter_shards"`
 }
 
 func toBatchJSON(i batch.Info) batchJSON {
 	return batchJSON{ID: i.ID, Description: i.Description, State: i.State, Total: i.Total, Running: i.Remaining,
 		Succeeded: i.Succeeded, Dead: i.Dead, Cancelled: i.Cancelled, Progress: i.Progress(), Callback: i.Callback,
 		CallbackKind: i.CallbackKind, CreatedAt: jsonTime(i.CreatedAt), SealedAt: jsonTime(i.SealedAt), DoneAt: jsonTime(i.DoneAt),
-		CancelledAt: jsonTime(i.CancelledAt), CancelReason: i.CancelReason, ExpiresAt: jsonTime(i.ExpiresAt)}
+		CancelledAt: jsonTime(i.CancelledAt), CancelReason: i.CancelReason, ExpiresAt: jsonTime(i.ExpiresAt),
+		CounterShards: i.CounterShards}
 }
 
 func newBatchesListCmd(g *globals) *cobra.Command {
@@ -263,6 +267,9 @@ func newBatchesShowCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(tw, "state\t%s\n", state)
 			fmt.Fprintf(tw, "progress\t%s of %d: %d succeeded, %d dead, %d cancelled, %d running\n", progressBar(d.Progress()), d.Total,
 				d.Succeeded, d.Dead, d.Cancelled, d.Remaining)
+			if d.CounterShards > 1 {
+				fmt.Fprintf(tw, "counter shards	%d (the counts are their sums)\n", d.CounterShards)
+			}
 			if d.Callback != "" {
 				fmt.Fprintf(tw, "callback\t%s (%s)\n", termsafe.Line(d.Callback, 128), termsafe.Line(d.CallbackKind, 128))
 			} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
@@ -169,5 +170,105 @@ func TestBatchesAndChains(t *testing.T) {
 	}
 	if _, code := tr.run("", "chains", "repair", "nope"); code != exitError {
 		t.Errorf("chains repair of a missing chain: exit %d, want %d", code, exitError)
+	}
+}
+
+// TestBatchesShardedCounts: `batches list` and `batches show` of a batch whose children are
+// counted on 4 counter shards print the counts summed over the shards (6 children on at least 2
+// shards: 3 succeeded, 1 dead, 2 running), and its shard count.
+func TestBatchesShardedCounts(t *testing.T) {
+	stack := newStack(t, "shards", false)
+	ctx := context.Background()
+	b := backend(t)
+	ddb := b.DynamoDB()
+	if _, err := dynamooutbox.CreateTable(ctx, ddb, awslocal.OutboxTableName(stack)); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := batch.New(batch.Config{Client: ddb, Table: awslocal.TableName(stack), Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqs.NewFromConfig(b.Config).GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(awslocal.QueueName(stack, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := producer.New(producer.Config{SQS: sqs.NewFromConfig(b.Config), QueueURL: aws.ToString(q.QueueUrl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []producer.Message
+	for range 6 {
+		m, err := prod.PrepareRaw(ctx, "image.resize", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	bt, err := client.Start(ctx, batch.Spec{ID: "album-sharded", CounterShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, err := bt.Track(ctx, children...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: awslocal.TableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := client.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Children 0-2 succeed, 3 is dead-lettered, 4 and 5 have not run; 0-3 on at least 2 shards.
+	now := time.Now()
+	shards := map[string]bool{}
+	for i, k := range kids[:4] {
+		env, err := jobs.ParseEnvelope(k.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[env.Meta[batch.MetaBatchShard]] = true
+		if _, err := store.Claim(ctx, idempotency.ClaimRequest{Kind: k.Kind, Key: k.Key, JobID: k.ID, Token: "t", Now: now,
+			LeaseUntil: now.Add(time.Minute), Meta: env.Meta}); err != nil {
+			t.Fatal(err)
+		}
+		st := idempotency.StateSucceeded
+		if i == 3 {
+			st = idempotency.StateDead
+		}
+		if err := store.Finish(ctx, idempotency.Finish{Kind: k.Kind, Key: k.Key, JobID: k.ID, Token: "t", State: st,
+			Now: now, ExpiresAt: now.Add(time.Hour), Meta: env.Meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(shards) < 2 || shards[""] {
+		t.Fatalf("the finished children's counter shards: %v, want 2 or more", shards)
+	}
+
+	tr := newTranscript(t, stack)
+	var list []batchJSON
+	if err := json.Unmarshal([]byte(tr.must("batches", "list", "--output", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Total != 6 || list[0].Running != 2 || list[0].Succeeded != 3 || list[0].Dead != 1 ||
+		list[0].CounterShards != 4 || list[0].State != batch.StateSealed {
+		t.Errorf("batches list --output json: %+v", list)
+	}
+	if out := tr.must("batches", "list"); !strings.Contains(out, "[######----] 66%") {
+		t.Errorf("batches list: no 66%% in\n%s", out)
+	}
+	out := tr.must("batches", "show", "album-sharded")
+	for _, want := range []string{"of 6: 3 succeeded, 1 dead, 0 cancelled, 2 running", "counter shards", "4 (the counts are their sums)", kids[3].ID} {
+		if !strings.Contains(out, want) {
+			t.Errorf("batches show: no %q in\n%s", want, out)
+		}
 	}
 }

@@ -22,6 +22,8 @@ import (
 // On AWS the outbox's stream relay reads the callback's inserted item; the emulator emits no
 // stream records for transactions, so here the sweeper sends it, woken by the batch client
 // (Config.OnOutbox → outbox.RelayConfig.Wake: "wake"), or on its 1-second poll alone ("poll").
+// "wake/shards-8" is "wake" with every batch's children counted on 8 counter shards
+// (Spec.CounterShards): its completion reads the 8 shards and their not-succeeded sets first.
 // It reports p50, p99 and max in milliseconds.
 //
 //	go test -run '^$' -bench CompletionLatency -benchtime 1x ./pkg/batch
@@ -30,10 +32,14 @@ func BenchmarkCompletionLatency(b *testing.B) {
 		name                         string
 		producers, batches, children int
 	}{{"steady", 8, 25, 10}, {"burst", 40, 1, 25}} {
-		for _, mode := range []string{"wake", "poll"} {
+		for _, mode := range []string{"wake", "poll", "wake/shards-8"} {
+			shards := 1
+			if mode == "wake/shards-8" {
+				shards = 8
+			}
 			b.Run(load.name+"/"+mode, func(b *testing.B) {
 				for range b.N {
-					lat := completionLatencies(b, rigOptions{noWake: mode == "poll", relayPoll: time.Second}, load.producers, load.batches, load.children)
+					lat := completionLatencies(b, rigOptions{noWake: mode == "poll", relayPoll: time.Second}, load.producers, load.batches, load.children, shards)
 					slices.Sort(lat)
 					ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 					b.ReportMetric(float64(len(lat)), "batches")
@@ -46,10 +52,10 @@ func BenchmarkCompletionLatency(b *testing.B) {
 	}
 }
 
-// completionLatencies runs producers × batches batches of children each (each producer enqueues
-// its next batch once the callback of its last one started) and returns each batch's completion
-// latency.
-func completionLatencies(tb testing.TB, o rigOptions, producers, batches, children int) []time.Duration {
+// completionLatencies runs producers × batches batches of children each on shards counter shards
+// (each producer enqueues its next batch once the callback of its last one started) and returns
+// each batch's completion latency.
+func completionLatencies(tb testing.TB, o rigOptions, producers, batches, children, shards int) []time.Duration {
 	r := newRig(tb, o)
 	r.start(3, 0)
 	var (
@@ -61,7 +67,7 @@ func completionLatencies(tb testing.TB, o rigOptions, producers, batches, childr
 	for p := range producers {
 		wg.Go(func() {
 			for i := range batches {
-				b, err := r.client.Enqueue(r.ctx, r.prod, batch.Spec{Callback: r.callback(fmt.Sprint(p, "-", i))},
+				b, err := r.client.Enqueue(r.ctx, r.prod, batch.Spec{Callback: r.callback(fmt.Sprint(p, "-", i)), CounterShards: shards},
 					r.thumbs(children, func(int) bool { return false })...)
 				if err != nil {
 					errs <- err

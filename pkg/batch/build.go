@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,13 +37,22 @@ type Spec struct {
 	Callback *producer.Message
 	// Description is shown by listings (at most 256 bytes).
 	Description string
+	// CounterShards is how many items count the batch's children, 1 to MaxCounterShards. With 1
+	// the batch's own item takes every child's count: about 500 children a second at most, fewer
+	// with conflicts (docs/BATCHES.md, "Limits"). With N > 1 each child is counted on one of N
+	// shard items (by a hash of its job id), so the batch counts up to N times as fast; its seal
+	// and completion, listings and Get read the N shards. Set one shard per 100 children finishing
+	// a second; it costs about 8 write units per shard per batch, nothing per child
+	// (docs/BATCHES.md, "Counter shards"). Defaults to 1.
+	CounterShards int
 }
 
 // Batch is a handle on a batch that takes children: from Start, or Client.Batch for one that
 // exists. Its methods may be called from several goroutines.
 type Batch struct {
-	c  *Client
-	id string
+	c      *Client
+	id     string
+	shards atomic.Int64 // the batch's counter shards; 0 until read
 }
 
 // ID returns the batch's id.
@@ -57,6 +67,30 @@ func (c *Client) Batch(id string) (*Batch, error) {
 	return &Batch{c: c, id: id}, nil
 }
 
+// newBatch returns a handle on batch id, which has n counter shards.
+func (c *Client) newBatch(id string, n int) *Batch {
+	b := &Batch{c: c, id: id}
+	b.shards.Store(int64(n))
+	return b
+}
+
+// counterShards returns the batch's counter shards, read from its item the first time.
+func (b *Batch) counterShards(ctx context.Context) (int, error) {
+	if n := b.shards.Load(); n > 0 {
+		return int(n), nil
+	}
+	item, err := b.c.get(ctx, batchKey(b.id))
+	if err != nil {
+		return 0, err
+	}
+	if item == nil {
+		return 0, fmt.Errorf("%w: batch %s", ErrNotFound, b.id)
+	}
+	n := shardsOf(item)
+	b.shards.Store(int64(n))
+	return n, nil
+}
+
 // checkSpec validates spec (an empty ID becomes a new ULID) and returns its callback, tagged as
 // nothing (a callback may itself be a child of another batch: Track).
 func (c *Client) checkSpec(spec *Spec) error {
@@ -68,6 +102,12 @@ func (c *Client) checkSpec(spec *Spec) error {
 	}
 	if len(spec.Description) > 256 {
 		return fmt.Errorf("%w: Spec.Description is %d bytes, at most 256", ErrInvalid, len(spec.Description))
+	}
+	if spec.CounterShards == 0 {
+		spec.CounterShards = 1
+	}
+	if spec.CounterShards < 1 || spec.CounterShards > MaxCounterShards {
+		return fmt.Errorf("%w: Spec.CounterShards %d: want 1-%d", ErrInvalid, spec.CounterShards, MaxCounterShards)
 	}
 	if spec.Callback == nil {
 		return nil
@@ -92,25 +132,30 @@ func (c *Client) checkSpec(spec *Spec) error {
 	return c.checkKind("callback", env.Kind)
 }
 
-// newBatchItems returns the items that create a batch: the batch (state st, with n children in
-// one part) and its callback's item.
-func (c *Client) newBatchItems(spec *Spec, st string, n int, now time.Time) ([]types.TransactWriteItem, error) {
+// newBatchItems returns the items that create a batch: the batch (state st, with the children
+// who in one part), its counter shards when it has several, and its callback's item.
+func (c *Client) newBatchItems(spec *Spec, st string, who []Child, now time.Time) ([]types.TransactWriteItem, error) {
 	pk := batchKey(spec.ID)
 	exp := avN(expSeconds(now.Add(c.cfg.TTL)))
+	n := len(who)
 	item := map[string]types.AttributeValue{
 		idempotency.AttrPK:      avS(pk),
 		attrVersion:             avN(1),
 		idempotency.AttrState:   avS(st),
 		attrTotal:               avN(int64(n)),
-		attrRemaining:           avN(int64(n)),
-		attrSucceeded:           avN(0),
-		attrDead:                avN(0),
-		attrCancelled:           avN(0),
 		attrParts:               avN(0),
 		attrCreated:             avN(now.UnixMilli()),
 		idempotency.AttrGSI1PK:  avS(listPartition(batchPrefix, pk)),
 		idempotency.AttrGSI1SK:  avN(now.UnixMilli()),
 		idempotency.AttrExpires: exp,
+	}
+	var shardItems []types.TransactWriteItem
+	if spec.CounterShards > 1 {
+		var full int64
+		shardItems, full = c.shardItems(spec.ID, spec.CounterShards, who, exp)
+		item[attrShards], item[attrFull] = avN(int64(spec.CounterShards)), avN(full)
+	} else {
+		item[attrRemaining], item[attrSucceeded], item[attrDead], item[attrCancelled] = avN(int64(n)), avN(0), avN(0), avN(0)
 	}
 	if n > 0 {
 		item[attrParts] = avN(1)
@@ -134,10 +179,11 @@ func (c *Client) newBatchItems(spec *Spec, st string, n int, now time.Time) ([]t
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(c.cfg.Table), Item: cbItem}})
 	}
-	return items, nil
+	return append(items, shardItems...), nil
 }
 
-// Start creates an open batch: one transaction writes the batch and its callback. Add children
+// Start creates an open batch: one transaction writes the batch, its callback and its counter
+// shards (Spec.CounterShards). Add children
 // (Add, AddThroughOutbox, Track) and Seal it; the callback cannot fire before the seal. A callback
 // of a kind Config.Registry does not know is refused with ErrUnknownKind, an id in use with
 // ErrExists, before anything is written.
@@ -145,7 +191,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Batch, error) {
 	if err := c.checkSpec(&spec); err != nil {
 		return nil, err
 	}
-	items, err := c.newBatchItems(&spec, StateOpen, 0, c.cfg.Now())
+	items, err := c.newBatchItems(&spec, StateOpen, nil, c.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +202,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Batch, error) {
 		}
 		return nil, err
 	}
-	return &Batch{c: c, id: spec.ID}, nil
+	return c.newBatch(spec.ID, spec.CounterShards), nil
 }
 
 // existsError explains a refused create: the item that holds the id.
@@ -184,9 +230,9 @@ func (c *Client) Enqueue(ctx context.Context, p *producer.Producer, spec Spec, c
 	return b, b.Seal(ctx)
 }
 
-// tag returns the children with the batch's meta, and who they are. A message in another batch
-// or a chain, or twice in one call, is refused.
-func (b *Batch) tag(children []producer.Message) ([]producer.Message, []Child, error) {
+// tag returns the children with the batch's meta (and their counter shard when the batch has n >
+// 1), and who they are. A message in another batch or a chain, or twice in one call, is refused.
+func (b *Batch) tag(children []producer.Message, n int) ([]producer.Message, []Child, error) {
 	out := make([]producer.Message, len(children))
 	who := make([]Child, len(children))
 	seen := make(map[string]bool, len(children))
@@ -197,6 +243,11 @@ func (b *Batch) tag(children []producer.Message) ([]producer.Message, []Child, e
 		}
 		if seen[t.ID] {
 			return nil, nil, fmt.Errorf("%w: child %d: job %s is in the call twice", ErrInvalid, i, t.ID)
+		}
+		if n > 1 {
+			if t, err = setMeta(t, MetaBatchShard, strconv.Itoa(shardOf(t.ID, n))); err != nil {
+				return nil, nil, fmt.Errorf("child %d: %w", i, err)
+			}
 		}
 		seen[t.ID] = true
 		if strings.ContainsAny(t.ID+t.Kind+t.Key, "\t\n") {
@@ -251,15 +302,29 @@ func (b *Batch) count(ctx context.Context, who []Child, extra []types.TransactWr
 		now := c.cfg.Now()
 		exp := item[idempotency.AttrExpires]
 		n := avN(int64(len(who)))
+		set := "SET #tot = #tot + :n, #rem = #rem + :n, #parts = :next, #last = :now"
+		names := map[string]string{"#tot": attrTotal, "#rem": attrRemaining, "#parts": attrParts, "#last": attrLast, "#st": idempotency.AttrState}
+		values := map[string]types.AttributeValue{":n": n, ":next": avN(parts + 1), ":now": avN(now.UnixMilli()), ":open": avS(StateOpen), ":parts": avN(parts)}
+		var shardWrites []types.TransactWriteItem
+		if shards := shardsOf(item); shards != int(b.shards.Load()) {
+			return false, fmt.Errorf("batch: %s has %d counter shards, the handle %d", b.id, shards, b.shards.Load())
+		} else if shards > 1 {
+			// The shards count the children; the batch counts the shards that were at 0.
+			var emptied int64
+			if shardWrites, emptied, err = c.shardCounts(ctx, b.id, shards, who, now); err != nil {
+				return false, err
+			}
+			set = "SET #tot = #tot + :n, #full = #full + :z, #parts = :next, #last = :now"
+			delete(names, "#rem")
+			names["#full"], values[":z"] = attrFull, avN(emptied)
+		}
 		items := []types.TransactWriteItem{
 			{Update: &types.Update{
 				TableName: aws.String(c.cfg.Table), Key: avKey(batchKey(b.id)),
-				UpdateExpression:    aws.String("SET #tot = #tot + :n, #rem = #rem + :n, #parts = :next, #last = :now"),
-				ConditionExpression: aws.String("#st = :open AND #parts = :parts"),
-				ExpressionAttributeNames: map[string]string{"#tot": attrTotal, "#rem": attrRemaining, "#parts": attrParts,
-					"#last": attrLast, "#st": idempotency.AttrState},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":n": n, ":next": avN(parts + 1),
-					":now": avN(now.UnixMilli()), ":open": avS(StateOpen), ":parts": avN(parts)},
+				UpdateExpression:          aws.String(set),
+				ConditionExpression:       aws.String("#st = :open AND #parts = :parts"),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: values,
 			}},
 			{Put: &types.Put{TableName: aws.String(c.cfg.Table), Item: map[string]types.AttributeValue{
 				idempotency.AttrPK: avS(partKey(b.id, int(parts+1))), attrChildren: &types.AttributeValueMemberB{Value: encodeChildren(who)},
@@ -269,6 +334,7 @@ func (b *Batch) count(ctx context.Context, who []Child, extra []types.TransactWr
 				idempotency.AttrPK: avS(fingerprintKey(b.id, fp)), attrPart: avN(parts + 1), idempotency.AttrExpires: exp,
 			}, ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": idempotency.AttrPK}}},
 		}
+		items = append(items, shardWrites...)
 		err = c.transact(ctx, append(items, extra...))
 		var te *txError
 		if !errors.As(err, &te) {
@@ -315,7 +381,11 @@ func (b *Batch) Add(ctx context.Context, p *producer.Producer, children ...produ
 	if p == nil {
 		return fmt.Errorf("%w: Add needs a producer (or use Track and send the children yourself)", ErrInvalid)
 	}
-	msgs, who, err := b.tag(children)
+	shards, err := b.counterShards(ctx)
+	if err != nil {
+		return err
+	}
+	msgs, who, err := b.tag(children, shards)
 	if err != nil {
 		return err
 	}
@@ -345,7 +415,11 @@ func (b *Batch) Add(ctx context.Context, p *producer.Producer, children ...produ
 // batches, so that a batch of batches completes when its sub-batches have (docs/BATCHES.md,
 // "Larger batches"). Like Add, it is idempotent for the same children in the same order.
 func (b *Batch) Track(ctx context.Context, children ...producer.Message) ([]producer.Message, error) {
-	msgs, who, err := b.tag(children)
+	shards, err := b.counterShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	msgs, who, err := b.tag(children, shards)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +437,11 @@ func (b *Batch) Track(ctx context.Context, children ...producer.Message) ([]prod
 // also writes queued records), within DynamoDB's 100 actions and 4 MB. It costs the outbox's
 // writes per child (docs/BATCHES.md, "Costs") and is idempotent like Add.
 func (b *Batch) AddThroughOutbox(ctx context.Context, children ...producer.Message) error {
-	msgs, who, err := b.tag(children)
+	shards, err := b.counterShards(ctx)
+	if err != nil {
+		return err
+	}
+	msgs, who, err := b.tag(children, shards)
 	if err != nil {
 		return err
 	}
@@ -386,7 +464,11 @@ func (b *Batch) AddThroughOutbox(ctx context.Context, children ...producer.Messa
 		}
 		per = len(first)
 	}
-	max := (100 - 3) / per
+	reserved := 3 // the batch, the part, the fingerprint
+	if shards > 1 {
+		reserved += shards // and every shard the chunk may touch
+	}
+	max := (100 - reserved) / per
 	sent := false
 	for lo := 0; lo < len(msgs); {
 		hi := min(lo+max, len(msgs))
@@ -434,6 +516,13 @@ func (c *Client) seal(ctx context.Context, id string) error {
 		}
 		snap := snapshotOf(item)
 		now := c.cfg.Now()
+		if snap.shards > 1 {
+			done, err := c.sealShards(ctx, id, snap, now)
+			if err != nil || done {
+				return err
+			}
+			continue
+		}
 		if snap.remaining > 0 {
 			_, err := c.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(c.cfg.Table), Key: avKey(batchKey(id)),
@@ -472,6 +561,50 @@ func (c *Client) seal(ctx context.Context, id string) error {
 	return fmt.Errorf("batch: seal %s: the batch kept changing", id)
 }
 
+// sealShards seals sharded batch id, read as snap: while a shard has unfinished children (full >
+// 0) one UpdateItem of the batch, conditioned on that; with none, the completion (the batch done,
+// its callback into the outbox), conditioned on none. done is false when the batch changed
+// meanwhile: read it again.
+func (c *Client) sealShards(ctx context.Context, id string, snap snapshot, now time.Time) (done bool, err error) {
+	if snap.full > 0 {
+		_, err := c.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(c.cfg.Table), Key: avKey(batchKey(id)),
+			UpdateExpression:          aws.String("SET #st = :sealed, #sat = :now"),
+			ConditionExpression:       aws.String("#st = :open AND #full > :zero"),
+			ExpressionAttributeNames:  map[string]string{"#st": idempotency.AttrState, "#sat": attrSealed, "#full": attrFull},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":sealed": avS(StateSealed), ":now": avN(now.UnixMilli()), ":open": avS(StateOpen), ":zero": avN(0)},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return false, nil // the last busy shard emptied meanwhile: decide again
+		}
+		if err != nil {
+			return false, fmt.Errorf("batch: seal %s: %w", id, err)
+		}
+		return true, nil
+	}
+	// Every shard is at 0: the seal completes the batch.
+	items, err := c.shardedCompletion(ctx, id, snap, nil, now)
+	if errors.Is(err, errShardsMoved) {
+		return false, nil // an Add between the reads
+	}
+	if err != nil {
+		return false, err
+	}
+	err = c.transact(ctx, items)
+	var te *txError
+	if errors.As(err, &te) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if snap.callback != "" {
+		c.outboxed()
+	}
+	return true, nil
+}
+
 // Tx is a whole batch as actions of a DynamoDB transaction: put Items into the TransactWriteItems
 // of your business writes (or run them with Client.Transact).
 type Tx struct {
@@ -493,14 +626,15 @@ var noBusiness dynamodb.TransactWriteItemsInput
 // transaction (an empty sealed batch puts its callback into the outbox at once); without, Add
 // more children later (Client.Batch(id).AddThroughOutbox, Add) and Seal. All of it must fit one
 // transaction with the caller's actions: 100 actions, 4 MB (each child is one action, two when
-// the outbox writes queued records; the batch takes up to 4 more); the batch's items at most
+// the outbox writes queued records; the batch takes up to 4 more, and one per counter shard
+// with Spec.CounterShards); the batch's items at most
 // 3 MB, leaving 1 MB for the caller's (ErrTooLarge). Nothing is written.
 func (c *Client) Prepare(spec Spec, seal bool, children ...producer.Message) (Tx, error) {
 	if err := c.checkSpec(&spec); err != nil {
 		return Tx{}, err
 	}
-	b := &Batch{c: c, id: spec.ID}
-	msgs, who, err := b.tag(children)
+	b := c.newBatch(spec.ID, spec.CounterShards)
+	msgs, who, err := b.tag(children, spec.CounterShards)
 	if err != nil {
 		return Tx{}, err
 	}
@@ -512,7 +646,7 @@ func (c *Client) Prepare(spec Spec, seal bool, children ...producer.Message) (Tx
 	if seal && len(children) == 0 {
 		st = StateDone
 	}
-	items, err := c.newBatchItems(&spec, st, len(children), now)
+	items, err := c.newBatchItems(&spec, st, who, now)
 	if err != nil {
 		return Tx{}, err
 	}

@@ -33,6 +33,10 @@
 //     dead-lettered or cancelled stops the chain, whose state says where and why.
 //
 // Batches and chains are items of the job table ("batch:<id>", "chain:<id>"; docs/TABLE.md), and
-// need the DynamoDB outbox (its table and relay). Costs, limits (one batch counts at most about
-// 500 children per second; split larger ones) and operations: docs/BATCHES.md.
+// need the DynamoDB outbox (its table and relay). A batch's counters are on its own item, which
+// counts at most about 500 children per second (DynamoDB's 1,000 write units a second per item, 2
+// per transactional update): a batch whose children finish faster than about 100 a second
+// spreads them over Spec.CounterShards items (one per 100 a second, up to MaxCounterShards), at
+// about 8 write units per shard per batch and nothing per child; the completion stays one
+// transaction. Costs, limits and operations: docs/BATCHES.md ("Counter shards").
 package batch

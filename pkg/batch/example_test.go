@@ -143,3 +143,65 @@ func ExampleClient_Enqueue() {
 		map[bool]string{true: "the broken one"}[len(sum.NotSucceeded) == 1 && sum.NotSucceeded[0] == children[2].ID])
 	// Output: batch true: 3 children, 2 succeeded, 1 dead (the broken one)
 }
+
+// A batch whose children finish faster than about 100 a second spreads its counters over
+// several items (docs/BATCHES.md, "Counter shards"): each child is counted on one of them, and
+// listings, Get and the callback's summary add them up.
+func ExampleSpec_counterShards() {
+	ctx := context.Background()
+	backend, err := awslocal.Shared()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ddb, sqsClient := backend.DynamoDB(), sqs.NewFromConfig(backend.Config)
+	name := awslocal.UniqueName("example")
+	stack, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: name})
+	if err != nil {
+		log.Fatal(err)
+	}
+	table, err := awslocal.ProvisionTable(ctx, ddb, name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := dynamooutbox.CreateTable(ctx, ddb, awslocal.OutboxTableName(name)); err != nil {
+		log.Fatal(err)
+	}
+	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(name)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	prod, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: stack.QueueURL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := batch.New(batch.Config{Client: ddb, Table: table, Outbox: ob})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// 8 counter shards: up to about 800 children finishing a second.
+	b, err := client.Start(ctx, batch.Spec{CounterShards: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var children []producer.Message
+	for i := range 200 {
+		m, err := prod.Prepare(ctx, Resize{Image: fmt.Sprintf("%d.png", i)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	if err := b.Add(ctx, prod, children...); err != nil {
+		log.Fatal(err)
+	}
+	if err := b.Seal(ctx); err != nil {
+		log.Fatal(err)
+	}
+	d, err := client.Get(ctx, b.ID(), 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %d children on %d counter shards, %d to run\n", d.State, d.Total, d.CounterShards, d.Remaining)
+	// Output: sealed: 200 children on 8 counter shards, 200 to run
+}

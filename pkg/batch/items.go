@@ -28,6 +28,8 @@ import (
 //	batch:<id>           the batch: state, counters (the hot item: kept under 1 KB)
 //	batch:<id>:cb        its callback, a prepared message (written once)
 //	batch:<id>:x         the ids of children that did not succeed (a string set, at most MaxNotSucceeded)
+//	batch:<id>:s:<k>     counter shard k of a batch of Spec.CounterShards > 1: the counters of its children
+//	batch:<id>:x:<k>     the ids of shard k's children that did not succeed
 //	batch:<id>:p:<n>     part n: the children one Add counted (id, kind, key), gzip-compressed
 //	batch:<id>:f:<hash>  a chunk's fingerprint: that chunk is counted (so Add is idempotent)
 //	chain:<id>           the chain: state, steps, current step
@@ -65,6 +67,8 @@ const (
 	attrFailed    = "fstep"  // N: the step a chain stopped at
 	attrJob       = "job"    // S: a chain's current step's job id; a step item's job id
 	attrKind      = "kind"   // S: a step item's kind
+	attrShards    = "nsh"    // N: a batch's counter shards (absent: 1, the counters are on the batch)
+	attrFull      = "full"   // N: a sharded batch's shards with unfinished children
 
 	// attrCounted is the attribute of a child's job record that says what its batch or chain
 	// counted it as (succeeded, dead, cancelled): the condition that keeps a child from being
@@ -93,8 +97,12 @@ func callbackKey(id string) string        { return batchPrefix + id + ":cb" }
 func notSucceededKey(id string) string    { return batchPrefix + id + ":x" }
 func partKey(id string, n int) string     { return batchPrefix + id + ":p:" + strconv.Itoa(n) }
 func fingerprintKey(id, fp string) string { return batchPrefix + id + ":f:" + fp }
-func chainKey(id string) string           { return chainPrefix + id }
-func stepKey(id string, step int) string  { return chainPrefix + id + ":s:" + strconv.Itoa(step) }
+func shardKey(id string, k int) string    { return batchPrefix + id + ":s:" + strconv.Itoa(k) }
+func shardNotSucceededKey(id string, k int) string {
+	return batchPrefix + id + ":x:" + strconv.Itoa(k)
+}
+func chainKey(id string) string          { return chainPrefix + id }
+func stepKey(id string, step int) string { return chainPrefix + id + ":s:" + strconv.Itoa(step) }
 func listPartition(prefix string, pk string) string {
 	return strings.TrimSuffix(prefix, ":") + "#" + strconv.Itoa(idempotency.Shard(pk, listShards))
 }

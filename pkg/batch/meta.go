@@ -16,6 +16,9 @@ import (
 const (
 	// MetaBatch names the batch a child belongs to.
 	MetaBatch = "batch"
+	// MetaBatchShard is the counter shard (decimal, 0-based) that counts a child of a batch of
+	// more than one shard (Spec.CounterShards); absent for a batch of one.
+	MetaBatchShard = "batch_shard"
 	// MetaChain and MetaChainStep name the chain a step belongs to and its number (1-based).
 	MetaChain     = "chain"
 	MetaChainStep = "chain_step"
@@ -25,14 +28,20 @@ const (
 	MetaSummary = "batch_summary"
 )
 
-// group is what a job's meta says it belongs to: a batch, or a chain's step.
+// group is what a job's meta says it belongs to: a batch (and its counter shard, when the batch
+// has several), or a chain's step.
 type group struct {
-	batch string
-	chain string
-	step  int
+	batch   string
+	sharded bool // the batch has counter shards: shard counts the child
+	shard   int
+	chain   string
+	step    int
 }
 
 func (g group) String() string {
+	if g.batch != "" && g.sharded {
+		return fmt.Sprintf("batch %s (counter shard %d)", g.batch, g.shard)
+	}
 	if g.batch != "" {
 		return "batch " + g.batch
 	}
@@ -46,7 +55,15 @@ func groupOf(meta map[string]string) (g group, ok bool, err error) {
 		if err := ValidateID(b); err != nil {
 			return group{}, false, err
 		}
-		return group{batch: b}, true, nil
+		raw, isSharded := meta[MetaBatchShard]
+		if !isSharded {
+			return group{batch: b}, true, nil
+		}
+		k, err := strconv.Atoi(raw)
+		if err != nil || k < 0 || k >= MaxCounterShards || strconv.Itoa(k) != raw {
+			return group{}, false, fmt.Errorf("%w: meta %s %q of batch %s is not a shard number", ErrInvalid, MetaBatchShard, raw, b)
+		}
+		return group{batch: b, sharded: true, shard: k}, true, nil
 	}
 	ch, isChain := meta[MetaChain]
 	if !isChain {
@@ -71,6 +88,9 @@ func withMeta(m producer.Message, kv ...string) (producer.Message, error) {
 	}
 	if g, ok, _ := groupOf(env.Meta); ok {
 		return m, fmt.Errorf("%w: job %s (%s) already belongs to %s", ErrInvalid, env.ID, env.Kind, g)
+	}
+	if _, ok := env.Meta[MetaBatchShard]; ok {
+		return m, fmt.Errorf("%w: job %s (%s): its meta has %s, which only a batch sets", ErrInvalid, env.ID, env.Kind, MetaBatchShard)
 	}
 	return setMeta(m, kv...)
 }

@@ -31,6 +31,9 @@ type Info struct {
 	Total, Remaining, Succeeded, Dead, Cancelled int
 	// Callback and CallbackKind are the callback's job id and kind ("" for a batch without).
 	Callback, CallbackKind string
+	// CounterShards is how many counter shards count the batch's children (Spec.CounterShards; 1:
+	// the batch's own item). The counts above are the sum of its shards'.
+	CounterShards int
 	// CreatedAt, SealedAt and DoneAt are when the batch was created, sealed and finished (zero
 	// until then); CancelledAt when it was cancelled, with CancelReason.
 	CreatedAt, SealedAt, DoneAt, CancelledAt time.Time
@@ -63,11 +66,52 @@ func infoOf(item map[string]types.AttributeValue) Info {
 		Callback: getS(item, attrCallback), CallbackKind: getS(item, attrCBKind),
 		CreatedAt: getMs(item, attrCreated), SealedAt: getMs(item, attrSealed), DoneAt: getMs(item, attrDone),
 		CancelledAt: getMs(item, attrCancelAt), CancelReason: getS(item, idempotency.AttrReason),
+		CounterShards: shardsOf(item),
 	}
 	if _, ok := item[idempotency.AttrExpires]; ok {
 		info.ExpiresAt = time.Unix(getN(item, idempotency.AttrExpires), 0).UTC()
 	}
 	return info
+}
+
+// withShards sets the counts of a sharded batch's info to the sums of its shards'.
+func (i *Info) withShards(t snapshot) {
+	i.Total, i.Remaining, i.Succeeded = int(t.total), int(t.remaining), int(t.succeeded)
+	i.Dead, i.Cancelled = int(t.dead), int(t.cancelled)
+}
+
+// infos returns the infos of batch items, the counts of sharded ones summed from their shards
+// (one BatchGetItem per 100 shards).
+func (c *Client) infos(ctx context.Context, items []map[string]types.AttributeValue) ([]Info, error) {
+	out := make([]Info, 0, len(items))
+	var pks []string
+	for _, it := range items {
+		info := infoOf(it)
+		if info.CounterShards > 1 {
+			for k := range info.CounterShards {
+				pks = append(pks, shardKey(info.ID, k))
+			}
+		}
+		out = append(out, info)
+	}
+	if len(pks) == 0 {
+		return out, nil
+	}
+	read, err := c.batchGet(ctx, pks)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].CounterShards <= 1 {
+			continue
+		}
+		var s shards
+		for k := range out[i].CounterShards {
+			s.counters = append(s.counters, snapshotOf(read[shardKey(out[i].ID, k)]))
+		}
+		out[i].withShards(s.sum())
+	}
+	return out, nil
 }
 
 // ListQuery selects a page of batches or chains, newest first.
@@ -80,17 +124,14 @@ type ListQuery struct {
 }
 
 // List returns batches, newest first: a query of each of the by_status index's 8 batch
-// partitions, then a strongly consistent read of the batches found (their counters).
+// partitions, then a strongly consistent read of the batches found (their counters), and of the
+// counter shards of sharded ones.
 func (c *Client) List(ctx context.Context, q ListQuery) ([]Info, error) {
 	items, err := c.list(ctx, batchPrefix, q)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Info, 0, len(items))
-	for _, it := range items {
-		out = append(out, infoOf(it))
-	}
-	return out, nil
+	return c.infos(ctx, items)
 }
 
 // list returns the items of the newest batches or chains (prefix).
@@ -243,8 +284,9 @@ type Detail struct {
 }
 
 // Get returns batch id, with up to children of its children and their records (0: none; a
-// negative number: all). It reads the batch, its not-succeeded set, the parts that list the
-// children and the children's records (strongly consistent reads, 100 per request).
+// negative number: all). It reads the batch, its not-succeeded set (a sharded batch: its shards
+// and theirs), the parts that list the children and the children's records (strongly consistent
+// reads, 100 per request).
 func (c *Client) Get(ctx context.Context, id string, children int) (Detail, error) {
 	if err := ValidateID(id); err != nil {
 		return Detail{}, err
@@ -258,6 +300,14 @@ func (c *Client) Get(ctx context.Context, id string, children int) (Detail, erro
 		return Detail{}, fmt.Errorf("%w: batch %s", ErrNotFound, id)
 	}
 	d := Detail{Info: infoOf(item), NotSucceeded: getSS(items[notSucceededKey(id)], attrIDs)}
+	if d.CounterShards > 1 {
+		s, err := c.readShards(ctx, id, d.CounterShards, true)
+		if err != nil {
+			return Detail{}, err
+		}
+		d.withShards(s.sum())
+		d.NotSucceeded = s.notSucceeded()
+	}
 	sort.Strings(d.NotSucceeded)
 	if children == 0 {
 		return d, nil
@@ -389,7 +439,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 		}
 		for len(kids) > 0 {
 			n := min(len(kids), 100)
-			r, err := c.cancelChildren(ctx, id, kids[:n], now, reason)
+			r, err := c.cancelChildren(ctx, id, shardsOf(item), kids[:n], now, reason)
 			res.Cancelled += r.Cancelled
 			res.Running += r.Running
 			if err != nil {
@@ -401,8 +451,8 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 	return res, errors.Join(errs...)
 }
 
-// cancelChildren cancels the unstarted children among kids.
-func (c *Client) cancelChildren(ctx context.Context, id string, kids []Child, now time.Time, reason string) (CancelResult, error) {
+// cancelChildren cancels the unstarted children among kids of batch id (of shards counter shards).
+func (c *Client) cancelChildren(ctx context.Context, id string, shards int, kids []Child, now time.Time, reason string) (CancelResult, error) {
 	pks := make([]string, len(kids))
 	for i, k := range kids {
 		pks[i] = c.cfg.Layout.ItemKey(k.Kind, k.Key, k.ID)
@@ -423,7 +473,7 @@ func (c *Client) cancelChildren(ctx context.Context, id string, kids []Child, no
 			continue
 		}
 		w := &cancelWriter{c: c, child: k, pk: pks[i], raw: raw, at: now, reason: reason}
-		err := c.settleBatch(ctx, id, countedCancelled, w)
+		err := c.settleChild(ctx, id, shards, countedCancelled, w)
 		switch {
 		case err == nil:
 			res.Cancelled++
@@ -482,7 +532,7 @@ func (c *Client) Repair(ctx context.Context, id string) (int, error) {
 					continue
 				}
 				w := &countWriter{c: c, pk: pks[i], id: k.ID, state: st}
-				switch err := c.settleBatch(ctx, id, outcomeOf(st), w); {
+				switch err := c.settleChild(ctx, id, shardsOf(item), outcomeOf(st), w); {
 				case err == nil:
 					counted++
 				case errors.Is(err, errSkip), errors.Is(err, errNoChange):

@@ -89,19 +89,23 @@ func countedExtra(prev, o string) idempotency.Extra {
 	return x
 }
 
-// snapshot is a batch item as read.
+// snapshot is a batch item, or a counter shard's, as read.
 type snapshot struct {
+	found                                        bool // the item exists
 	state                                        string
 	total, remaining, succeeded, dead, cancelled int64
 	callback                                     string
 	cancelledAt                                  time.Time
+	shards                                       int   // counter shards (1: the counters are the batch's)
+	full                                         int64 // a sharded batch's shards with unfinished children
 }
 
 func snapshotOf(item map[string]types.AttributeValue) snapshot {
 	return snapshot{
-		state: getS(item, idempotency.AttrState), total: getN(item, attrTotal), remaining: getN(item, attrRemaining),
+		found: item != nil, state: getS(item, idempotency.AttrState), total: getN(item, attrTotal), remaining: getN(item, attrRemaining),
 		succeeded: getN(item, attrSucceeded), dead: getN(item, attrDead), cancelled: getN(item, attrCancelled),
 		callback: getS(item, attrCallback), cancelledAt: getMs(item, attrCancelAt),
+		shards: shardsOf(item), full: getN(item, attrFull),
 	}
 }
 
@@ -160,10 +164,22 @@ func deltaFor(prev, o, id string) (delta, bool) {
 // settle counts a child's outcome o in its group with the child's write w, in one transaction.
 // result and reason are the child's (a chain passes the result on and keeps the reason).
 func (c *Client) settle(ctx context.Context, g group, o, result, reason string, w childWriter) error {
-	if g.batch != "" {
+	switch {
+	case g.batch != "" && g.sharded:
+		return c.settleShard(ctx, g.batch, g.shard, o, w)
+	case g.batch != "":
 		return c.settleBatch(ctx, g.batch, o, w)
 	}
 	return c.settleChain(ctx, g, o, result, reason, w)
+}
+
+// settleChild counts a child of batch id, which has n counter shards, as o: on the shard its
+// job id hashes to (as Add tagged it), or on the batch's item.
+func (c *Client) settleChild(ctx context.Context, id string, n int, o string, w childWriter) error {
+	if n > 1 {
+		return c.settleShard(ctx, id, shardOf(w.jobID(), n), o, w)
+	}
+	return c.settleBatch(ctx, id, o, w)
 }
 
 // settleBatch counts a child of batch id as o.
@@ -218,8 +234,8 @@ func (c *Client) settleBatch(ctx context.Context, id, o string, w childWriter) e
 		}
 		s := snapshotOf(item)
 		snap = &s
-		if prev == "" && s.remaining == 0 {
-			return errNotCounted
+		if s.shards > 1 || prev == "" && s.remaining == 0 {
+			return errNotCounted // counted on shards (a message without its shard), or never counted
 		}
 		if d.xAdd != "" && !completing {
 			x, err := c.get(ctx, notSucceededKey(id))
@@ -256,24 +272,7 @@ func (c *Client) counterUpdate(id, prev, o string, d delta, xFull bool, now time
 		UpdateExpression: aws.String("SET " + set), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}}}
-	switch {
-	case d.xAdd != "" && !xFull:
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("ADD #ids :id"),
-			ConditionExpression:       aws.String("attribute_not_exists(#ids) OR size(#ids) < :max"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}, ":max": avN(MaxNotSucceeded)},
-		}})
-	case d.xDel != "":
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("DELETE #ids :id"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xDel}}},
-		}})
-	}
-	return items
+	return append(items, c.notSucceededWrites(notSucceededKey(id), d, xFull, now)...)
 }
 
 // completion returns the writes that finish batch id, read as snap, with the change d (a last
@@ -320,12 +319,7 @@ func (c *Client) completion(ctx context.Context, id string, snap snapshot, d del
 	}
 	if d.xAdd != "" && len(ids) < MaxNotSucceeded {
 		ids = append(ids, d.xAdd)
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(c.cfg.Table), Key: avKey(notSucceededKey(id)),
-			UpdateExpression:          aws.String("ADD #ids :id"),
-			ExpressionAttributeNames:  map[string]string{"#ids": attrIDs},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{d.xAdd}}},
-		}})
+		items = append(items, c.notSucceededAdd(notSucceededKey(id), d.xAdd, false, now))
 	}
 	if snap.callback == "" {
 		return items, nil
@@ -336,22 +330,28 @@ func (c *Client) completion(ctx context.Context, id string, snap snapshot, d del
 		NotSucceeded: ids, More: int(final.dead+final.cancelled) - len(ids), BatchCancelled: !snap.cancelledAt.IsZero(),
 		CompletedAt: now.UTC(),
 	}
+	cb, err := c.storedCallback(ctx, id, snap.callback, sum)
+	if err != nil {
+		return nil, err
+	}
+	return append(items, cb...), nil
+}
+
+// storedCallback returns the outbox writes of batch id's stored callback (job cbID) carrying the
+// summary sum.
+func (c *Client) storedCallback(ctx context.Context, id, cbID string, sum Summary) ([]types.TransactWriteItem, error) {
 	cbItem, err := c.get(ctx, callbackKey(id))
 	if err != nil {
 		return nil, err
 	}
 	if cbItem == nil {
-		return nil, fmt.Errorf("batch: %s: its callback %s is missing from the table", id, snap.callback)
+		return nil, fmt.Errorf("batch: %s: its callback %s is missing from the table", id, cbID)
 	}
 	m, err := loadMessage(cbItem)
 	if err != nil {
 		return nil, err
 	}
-	cb, err := c.callbackJob(m, sum)
-	if err != nil {
-		return nil, err
-	}
-	return append(items, cb...), nil
+	return c.callbackJob(m, sum)
 }
 
 // callbackJob returns the outbox writes of a batch's callback carrying its summary.

@@ -28,6 +28,7 @@ var _ BatchesAPI = (*batch.Client)(nil)
 type batchRow struct {
 	ID, Href, State, Description, CallbackKind, Callback, CancelReason string
 	Total, Running, Succeeded, Dead, Cancelled, Percent                int
+	CounterShards                                                      int // > 1: the counts are the shards' sums
 	WasCancelled                                                       bool
 	Created, Sealed, Done, CancelledAt                                 when
 }
@@ -49,7 +50,7 @@ func (c *Console) batchRow(i batch.Info) batchRow {
 		ID: clean(i.ID), Href: c.link("/batch", url.Values{"id": {i.ID}}), State: clean(i.State), Description: clip(i.Description, 120),
 		CallbackKind: clean(i.CallbackKind), Callback: clean(i.Callback), CancelReason: clip(i.CancelReason, 200),
 		Total: i.Total, Running: i.Remaining, Succeeded: i.Succeeded, Dead: i.Dead, Cancelled: i.Cancelled,
-		Percent: int(i.Progress()*100 + 1e-9), WasCancelled: !i.CancelledAt.IsZero(),
+		Percent: int(i.Progress()*100 + 1e-9), WasCancelled: !i.CancelledAt.IsZero(), CounterShards: i.CounterShards,
 		Created: c.when(i.CreatedAt), Sealed: c.when(i.SealedAt), Done: c.when(i.DoneAt), CancelledAt: c.when(i.CancelledAt),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/console"
+	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
@@ -188,5 +191,106 @@ func TestBatchesPagesRefuse(t *testing.T) {
 	t.Cleanup(func() { _ = none.Close() })
 	if _, body := newClient(t, none).get("/batches"); !strings.Contains(body, "no batch client") {
 		t.Errorf("a console without a batch client: %s", body)
+	}
+}
+
+// TestBatchPagesShardedCounts: the Batches page and a batch's page show a batch whose children
+// are counted on 4 counter shards with the counts summed over the shards (6 children, the 4
+// finished ones on at least 2 shards: 3 succeeded, 1 dead, 2 running), and its shard count.
+func TestBatchPagesShardedCounts(t *testing.T) {
+	ctx := context.Background()
+	b := awslocaltest.Backend(t)
+	ddb, sqsClient := b.DynamoDB(), sqs.NewFromConfig(b.Config)
+	name := awslocal.UniqueName("cshard")
+	stack, err := awslocal.Provision(ctx, sqsClient, awslocal.StackOptions{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := awslocal.ProvisionTable(ctx, ddb, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dynamooutbox.CreateTable(ctx, ddb, awslocal.OutboxTableName(name)); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := batch.New(batch.Config{Client: ddb, Table: table, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := producer.New(producer.Config{SQS: sqsClient, QueueURL: stack.QueueURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []producer.Message
+	for range 6 {
+		m, err := prod.PrepareRaw(ctx, "image.resize", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	bt, err := client.Start(ctx, batch.Spec{CounterShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, err := bt.Track(ctx, children...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := idempotency.NewDynamoDBStore(idempotency.DynamoDBConfig{Client: ddb, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := client.WrapStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	shards := map[string]bool{}
+	for i, k := range kids[:4] {
+		env, err := jobs.ParseEnvelope(k.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[env.Meta[batch.MetaBatchShard]] = true
+		if _, err := store.Claim(ctx, idempotency.ClaimRequest{Kind: k.Kind, Key: k.Key, JobID: k.ID, Token: "t", Now: now,
+			LeaseUntil: now.Add(time.Minute), Meta: env.Meta}); err != nil {
+			t.Fatal(err)
+		}
+		st := idempotency.StateSucceeded
+		if i == 3 {
+			st = idempotency.StateDead
+		}
+		if err := store.Finish(ctx, idempotency.Finish{Kind: k.Kind, Key: k.Key, JobID: k.ID, Token: "t", State: st,
+			Now: now, ExpiresAt: now.Add(time.Hour), Meta: env.Meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(shards) < 2 || shards[""] {
+		t.Fatalf("the finished children's counter shards: %v, want 2 or more", shards)
+	}
+	c, err := console.New(console.Config{Title: name, Batches: client, Token: token, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cl := newClient(t, c)
+	if code, body := cl.get("/batches"); code != http.StatusOK ||
+		!strings.Contains(body, `<progress value="66" max="100" class="batch-progress">66%</progress> 66%</td>`+"\n"+`<td>6</td><td>2</td><td>3</td><td>1</td><td>0</td>`) {
+		t.Errorf("the Batches page (%d) does not show 6 children: 2 running, 3 succeeded, 1 dead:\n%s", code, body)
+	}
+	code, body := cl.get("/batch?id=" + bt.ID())
+	for _, want := range []string{`<span id="batch-counts">66% of 6: 3 succeeded, 1 dead, 0 cancelled, 2 running</span>`,
+		`<td id="counter-shards">4 (the counts are their sums)</td>`, kids[3].ID} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("the batch's page (%d): no %q in\n%s", code, want, body)
+		}
 	}
 }
