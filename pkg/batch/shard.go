@@ -429,10 +429,16 @@ func (c *Client) shardedCompletion(ctx context.Context, id string, bt snapshot, 
 			items = append(items, c.notSucceededAdd(shardNotSucceededKey(id, last.k), d.xAdd, false, now))
 		}
 	}
-	set := "#st = :done, #dat = :now, #last = :now, #full = :zero"
+	// The batch's item takes the summed counts as they are at completion (what the callback's
+	// summary says, and what the job table's stream shows a completion event: pkg/jobevents);
+	// later moves of a redriven child are on its shard only, which Get and List read.
+	t := all.sum()
+	set := "#st = :done, #dat = :now, #last = :now, #full = :zero, #tot = :tot, #ok = :okT, #dead = :deadT, #cxl = :cxlT"
 	cond := "#st = :sealed AND #full = :one"
-	names := map[string]string{"#st": idempotency.AttrState, "#dat": attrDone, "#last": attrLast, "#full": attrFull}
-	values := map[string]types.AttributeValue{":done": avS(StateDone), ":now": avN(now.UnixMilli()), ":zero": avN(0)}
+	names := map[string]string{"#st": idempotency.AttrState, "#dat": attrDone, "#last": attrLast, "#full": attrFull,
+		"#tot": attrTotal, "#ok": attrSucceeded, "#dead": attrDead, "#cxl": attrCancelled}
+	values := map[string]types.AttributeValue{":done": avS(StateDone), ":now": avN(now.UnixMilli()), ":zero": avN(0),
+		":tot": avN(t.total), ":okT": avN(t.succeeded), ":deadT": avN(t.dead), ":cxlT": avN(t.cancelled)}
 	if last == nil {
 		set += ", #sat = :now"
 		cond = "#st = :open AND #full = :zero"
@@ -449,7 +455,7 @@ func (c *Client) shardedCompletion(ctx context.Context, id string, bt snapshot, 
 	if bt.callback == "" {
 		return items, nil
 	}
-	t, ids := all.sum(), all.notSucceeded()
+	ids := all.notSucceeded()
 	sum := Summary{
 		Batch: id, Total: int(t.total), Succeeded: int(t.succeeded), Dead: int(t.dead), Cancelled: int(t.cancelled),
 		NotSucceeded: ids, More: int(t.dead+t.cancelled) - len(ids), BatchCancelled: !bt.cancelledAt.IsZero(),

@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobevents"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/producer"
 )
 
@@ -122,6 +125,15 @@ func TestShardedBatchExactlyOnce(t *testing.T) {
 	}
 	if full := attrN(r.raw(batchItemKey(b.ID())), batchFull); full != 0 {
 		t.Errorf("the done batch has %v busy shards", full)
+	}
+	// The completion wrote the summed counts on the batch's item: the job table's stream shows
+	// them in the batch's completion event (pkg/jobevents).
+	rec := events.DynamoDBEventRecord{EventName: "MODIFY"}
+	rec.Change.NewImage = dynamooutbox.ToStreamImage(r.raw(batchItemKey(b.ID())))
+	rec.Change.OldImage = map[string]events.DynamoDBAttributeValue{idempotency.AttrState: events.NewStringAttribute(batch.StateSealed)}
+	if ev, ok, err := jobevents.BatchFromRecord(&rec); err != nil || !ok || ev.Total == nil || *ev.Total != 400 ||
+		*ev.Succeeded != 380 || *ev.Dead != 20 || *ev.Cancelled != 0 {
+		t.Errorf("the sharded batch's completion event: %+v, %v, %v; want 380 succeeded, 20 dead of 400", ev, ok, err)
 	}
 	for i, c := range children {
 		j, err := r.status.GetByID(r.ctx, c.ID)

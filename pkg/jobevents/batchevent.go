@@ -28,9 +28,9 @@ type BatchEvent struct {
 	Description string `json:"description"`
 	// State is "done".
 	State string `json:"state"`
-	// Total is the children counted; Succeeded, Dead and Cancelled how they finished. They are
-	// absent (nil) for a batch whose counts live on counter shards (read the batch with
-	// pkg/batch's Client.Get for them).
+	// Total is the children counted; Succeeded, Dead and Cancelled how they finished, as the
+	// callback's summary has them (a child redriven later moves the batch's counts, not the
+	// event's). Absent (nil) only for an item written without counts.
 	Total     *int `json:"total,omitempty"`
 	Succeeded *int `json:"succeeded,omitempty"`
 	Dead      *int `json:"dead,omitempty"`
@@ -69,7 +69,6 @@ const (
 	batchAttrSealed  = "sat"
 	batchAttrDone    = "dat"
 	batchAttrCancel  = "cancel"
-	batchAttrShards  = "nsh"
 )
 
 // batchItemKey reports whether pk is a batch's own item ("batch:<id>"; its parts, callback and
@@ -120,8 +119,8 @@ func BatchFromRecord(r *events.DynamoDBEventRecord) (ev BatchEvent, ok bool, err
 			*t.to = &v
 		}
 	}
-	if shards, _, err := intAttr(img, batchAttrShards); err != nil || shards > 1 {
-		return ev, true, err
+	if _, ok := img[batchAttrTotal]; !ok {
+		return ev, true, nil
 	}
 	for _, c := range []struct {
 		name string
