@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/internal/termsafe"
+	"github.com/sqsworker/sqsworker/pkg/batch"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
@@ -34,6 +35,9 @@ type cancelJSON struct {
 	Job    jobJSON `json:"job"`
 	// Schedule is the deleted one-time schedule of a scheduled job ("" when none).
 	Schedule string `json:"schedule,omitempty"`
+	// CountedIn is the batch or chain that counted the cancelled scheduled job ("batch <id>",
+	// "chain <id> step <n>"; "" when it belongs to neither, or was counted already).
+	CountedIn string `json:"counted_in,omitempty"`
 	// Final is the job after --wait: its final state, or its state when the wait ended.
 	Final *jobJSON `json:"final,omitempty"`
 }
@@ -50,7 +54,8 @@ func newCancelCmd(g *globals) *cobra.Command {
 
 A job that waits (queued, scheduled, retrying, or running with an expired lease) is
 cancelled at once: its deliveries are acknowledged without running (a scheduled job's
-one-time schedule is deleted too). A job that is running gets a cancellation request on its
+one-time schedule is deleted too, and when that job is a batch's child or a chain's step, its
+cancellation is counted there, since no delivery will come to count it). A job that is running gets a cancellation request on its
 record: its worker notices it within the middleware's CancelCheck (10 seconds by default)
 plus about a second, cancels the job's context (context.Cause is a jobs.CancelRequestError),
 and when the job returns the job ends cancelled, is not retried, and its message goes to the
@@ -92,11 +97,15 @@ that has finished (succeeded, dead, or already cancelled), is an error (exit 1).
 			if err != nil {
 				return cancelError(err, args[0], tableName, byKey)
 			}
-			var schedule string
+			var schedule, countedIn string
 			if res.Was == idempotency.StateScheduled && res.Job.JobID != "" {
+				env, inGroup := scheduledGroupJob(ctx, g, cmd, res.Job.JobID)
 				schedule = deleteSchedule(ctx, g, cmd, res.Job.JobID)
+				if inGroup {
+					countedIn = countCancelledInGroup(ctx, g, cmd, env)
+				}
 			}
-			doc := cancelJSON{Action: "cancelled", Job: toJobJSON(res.Job), Schedule: schedule}
+			doc := cancelJSON{Action: "cancelled", Job: toJobJSON(res.Job), Schedule: schedule, CountedIn: countedIn}
 			switch {
 			case res.AlreadyRequested:
 				doc.Action = "already_requested"
@@ -112,6 +121,9 @@ that has finished (succeeded, dead, or already cancelled), is an error (exit 1).
 						res.Job.Kind, safeText(res.Job.Key), res.Was)
 					if schedule != "" {
 						fmt.Fprintf(out, "deleted its schedule %s\n", schedule)
+					}
+					if countedIn != "" {
+						fmt.Fprintf(out, "counted it cancelled in its %s\n", safeText(countedIn))
 					}
 				default:
 					verb := "requested the cancellation of"
@@ -278,6 +290,45 @@ func waitError(err error, id string, d time.Duration) error {
 // deleteSchedule deletes the one-time schedule of a cancelled scheduled job and returns its
 // name ("" when the stack has no schedule group or the delete failed: the firing is then
 // acknowledged without running, as the record says cancelled).
+// scheduledGroupJob reads the job a scheduled job's one-time schedule carries, and reports
+// whether its meta names a batch or a chain: its cancellation must then be counted there, since
+// the schedule is deleted and no delivery will come to count it. A schedule that cannot be read
+// is noted on stderr (the cancel itself has happened).
+func scheduledGroupJob(ctx context.Context, g *globals, cmd *cobra.Command, jobID string) (jobs.Envelope, bool) {
+	refs, err := openSchedules(ctx, g, cmd)
+	if err == nil {
+		var js schedule.JobSchedule
+		if js, err = refs.client.GetJob(ctx, jobID); err == nil {
+			_, inBatch := js.Envelope.Meta[batch.MetaBatch]
+			_, inChain := js.Envelope.Meta[batch.MetaChain]
+			return js.Envelope, inBatch || inChain
+		}
+	}
+	if !errors.Is(err, schedule.ErrNotFound) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: its schedule could not be read (%v): if it is a batch's child or a chain's step, 'sqsworker batches repair' or 'chains repair' counts it\n", err)
+	}
+	return jobs.Envelope{}, false
+}
+
+// countCancelledInGroup counts a cancelled scheduled job in its batch or chain
+// (batch.Client.RepairJob) and returns what counted it ("" when nothing did).
+func countCancelledInGroup(ctx context.Context, g *globals, cmd *cobra.Command, env jobs.Envelope) string {
+	client, err := openBatches(cmd, g)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: it was not counted in its batch or chain (%v): 'sqsworker batches repair' or 'chains repair' counts it\n", err)
+		return ""
+	}
+	in, counted, err := client.RepairJob(ctx, env)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: it was not counted in its %s (%v): 'sqsworker batches repair' or 'chains repair' counts it\n", safeText(in), err)
+		return ""
+	}
+	if !counted {
+		return ""
+	}
+	return in
+}
+
 func deleteSchedule(ctx context.Context, g *globals, cmd *cobra.Command, jobID string) string {
 	refs, err := openSchedules(ctx, g, cmd)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
+	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -525,25 +526,75 @@ func (c *Client) Repair(ctx context.Context, id string) (int, error) {
 				return counted, err
 			}
 			for i, k := range kids[:n] {
-				raw := recs[pks[i]]
-				st := idempotency.State(getS(raw, idempotency.AttrState))
-				if raw == nil || getS(raw, attrCounted) != "" || outcomeOf(st) == "" || getS(raw, idempotency.AttrJobID) != "" && getS(raw, idempotency.AttrJobID) != k.ID ||
-					getN(raw, idempotency.AttrExpires) > 0 && getN(raw, idempotency.AttrExpires) <= now.Unix() {
-					continue
-				}
-				w := &countWriter{c: c, pk: pks[i], id: k.ID, state: st}
-				switch err := c.settleChild(ctx, id, shardsOf(item), outcomeOf(st), w); {
-				case err == nil:
-					counted++
-				case errors.Is(err, errSkip), errors.Is(err, errNoChange):
-				default:
+				ok, err := c.repairChild(ctx, id, shardsOf(item), k, pks[i], recs[pks[i]], now)
+				if err != nil {
 					errs = append(errs, fmt.Errorf("child %s: %w", k.ID, err))
+				}
+				if ok {
+					counted++
 				}
 			}
 			kids = kids[n:]
 		}
 	}
 	return counted, errors.Join(errs...)
+}
+
+// repairChild counts child k of batch id (its record raw, under pk) when the record is final but
+// was not counted; it reports whether it counted it.
+func (c *Client) repairChild(ctx context.Context, id string, shards int, k Child, pk string, raw map[string]types.AttributeValue, now time.Time) (bool, error) {
+	st := idempotency.State(getS(raw, idempotency.AttrState))
+	if raw == nil || getS(raw, attrCounted) != "" || outcomeOf(st) == "" || getS(raw, idempotency.AttrJobID) != "" && getS(raw, idempotency.AttrJobID) != k.ID ||
+		getN(raw, idempotency.AttrExpires) > 0 && getN(raw, idempotency.AttrExpires) <= now.Unix() {
+		return false, nil
+	}
+	w := &countWriter{c: c, pk: pk, id: k.ID, state: st}
+	switch err := c.settleChild(ctx, id, shards, outcomeOf(st), w); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, errSkip), errors.Is(err, errNoChange):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// RepairJob counts the job env (a batch's child or a chain's step, as its envelope's meta says)
+// when its record is final but its batch or chain did not count it: above all a scheduled job
+// cancelled through its record (sqsworker cancel, status.Table.CancelByID, producer.Cancel),
+// whose one-time schedule was deleted, so that no delivery comes to count the cancellation. Call
+// it after such a cancel with the envelope the schedule carried (schedule.Client.GetJob). It
+// returns what the job belongs to ("batch <id>", "chain <id> step <n>"; "" for a job of neither)
+// and whether it counted it now (false: counted already, or not final). A chain's step is
+// counted as RepairChain counts it.
+func (c *Client) RepairJob(ctx context.Context, env jobs.Envelope) (in string, counted bool, err error) {
+	g, ok, err := groupOf(env.Meta)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	if g.chain != "" {
+		counted, err := c.RepairChain(ctx, g.chain)
+		return g.String(), counted, err
+	}
+	item, err := c.get(ctx, batchKey(g.batch))
+	if err != nil {
+		return g.String(), false, err
+	}
+	if item == nil {
+		return g.String(), false, fmt.Errorf("%w: batch %s", ErrNotFound, g.batch)
+	}
+	key := env.Key
+	if key == "" {
+		key = env.ID
+	}
+	k := Child{ID: env.ID, Kind: env.Kind, Key: key}
+	pk := c.cfg.Layout.ItemKey(k.Kind, k.Key, k.ID)
+	raw, err := c.get(ctx, pk)
+	if err != nil {
+		return g.String(), false, err
+	}
+	counted, err = c.repairChild(ctx, g.batch, shardsOf(item), k, pk, raw, c.cfg.Now())
+	return g.String(), counted, err
 }
 
 // RepairChain counts chain id's current step when its job record is final (succeeded, dead,
