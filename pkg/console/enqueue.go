@@ -178,8 +178,12 @@ func (c *Console) copyJobAction(w http.ResponseWriter, r *http.Request, al *acti
 	}
 	var env *jobs.Envelope
 	group := ""
-	if c.cfg.DLQ != nil {
-		if m, err := c.cfg.DLQ.Show(r.Context(), id); err == nil {
+	if c.dlq != nil {
+		t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+		if !ok {
+			return
+		}
+		if m, err := t.api.Show(r.Context(), id); err == nil {
 			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
 				env = &e
 			}
