@@ -206,7 +206,7 @@ func (c *Console) toDLQRow(t *dlqTarget, m dlq.Message, canAct bool) dlqRow {
 }
 
 type dlqData struct {
-	Queue       string
+	Queue string
 	// QueueParam names the DLQ's queue in the forms ("" for the default queue's).
 	QueueParam string
 	// Queues is the queue selector: a link per DLQ of the stack (none for one DLQ).
