@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,12 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chromedp/chromedp"
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/console"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/queues"
 )
 
@@ -415,6 +418,120 @@ func TestQueueDLQsConfig(t *testing.T) {
 		mutate(&cfg)
 		if _, err := console.New(cfg); !errors.Is(err, console.ErrConfig) {
 			t.Errorf("%s: New = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestBrowserBulkDeadLetters: in headless Chromium an operator follows the overview's link to the
+// bulk queue's dead letters, sees them (and not the default queue's), and redrives one from its
+// row: the job is back on bulk's queue, and the page names that queue.
+func TestBrowserBulkDeadLetters(t *testing.T) {
+	path := chromium(t)
+	s := newQueueDLQStack(t)
+	s.deadLetter("default", "job-default-1")
+	s.deadLetter("bulk", "job-bulk-1")
+	s.deadLetter("bulk", "job-bulk-2")
+	c := s.console(func(cfg *console.Config) { cfg.Refresh = time.Second })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, path)
+	b.open(srv.URL + signInLink(t, c))
+	if mode := b.text("#mode"); mode != "signed in" {
+		t.Fatalf("after the sign-in link: %q", mode)
+	}
+	b.do("open bulk's dead letters from the overview",
+		chromedp.Click(chromedp.CSS(`a.dlq-link[href="/dlq?queue=bulk"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#dead-letters")))
+	if cur := b.text(`#dlq-queues a[aria-current="page"]`); cur != "bulk" {
+		t.Errorf("the queue selector marks %q, want bulk", cur)
+	}
+	list := b.text("#dead-letters")
+	if !strings.Contains(list, "job-bulk-1") || !strings.Contains(list, "job-bulk-2") || strings.Contains(list, "job-default-1") {
+		t.Fatalf("bulk's dead letters: %s", list)
+	}
+	b.shot("dlq-bulk")
+	clicked := eval[bool](b, `(() => { const tr = [...document.querySelectorAll("#dead-letters tbody tr")].find(r => r.textContent.includes("job-bulk-1"));
+		const btn = tr && [...tr.querySelectorAll("button")].find(x => x.textContent === "Redrive"); if (!btn) { return false; } btn.click(); return true; })()`)
+	if !clicked {
+		t.Fatal("job-bulk-1's row has no Redrive button")
+	}
+	b.do("the redrive's notice", chromedp.WaitVisible(chromedp.CSS("#notice")))
+	if n := b.text("#notice"); !strings.Contains(n, "Redrove job job-bulk-1") || !strings.Contains(n, s.queue("bulk").SQSName()) {
+		t.Errorf("the notice after the redrive says %q", n)
+	}
+	// The job's page it lands on answers 404: this console has no job table, and the dead letter
+	// is gone from bulk's DLQ.
+	b.expectOnly("the job page after the redrive", "404")
+	if got := s.jobIDsOn(s.queue("bulk").URL); !got["job-bulk-1"] {
+		t.Errorf("bulk's queue holds %v after the redrive, want job-bulk-1", got)
+	}
+	if n := s.depth(s.set.Default().DLQURL); n != 1 {
+		t.Errorf("the default DLQ holds %d, want its 1 dead letter untouched", n)
+	}
+	b.open(srv.URL + "/dlq?queue=bulk")
+	if list := b.text("#dead-letters"); strings.Contains(list, "job-bulk-1") || !strings.Contains(list, "job-bulk-2") {
+		t.Errorf("bulk's dead letters after the redrive: %s", list)
+	}
+	b.check("bulk dead letters")
+}
+
+// TestEnqueueGoesToTheKindsQueue: a job enqueued from the console goes to its kind's queue (the
+// producer's routes), or to the queue the form names; the page says where a kind goes, and a
+// queue the stack lacks is refused without sending anything.
+func TestEnqueueGoesToTheKindsQueue(t *testing.T) {
+	s := newQueueDLQStack(t)
+	prod, err := producer.New(producer.Config{SQS: s.sqs, Queues: s.set, Routes: queues.Routes{"import.run": "bulk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.console(func(cfg *console.Config) { cfg.Producer = prod })
+	cl := newClient(t, c)
+	cl.signIn()
+	if _, page := cl.get("/enqueue?kind=import.run"); !strings.Contains(page, "Kind import.run goes to queue <strong>bulk</strong>") ||
+		!strings.Contains(page, `<option value="critical">critical</option>`) {
+		t.Errorf("the Enqueue page does not say where import.run goes:\n%s", page)
+	}
+	csrf := cl.csrf("/enqueue")
+	enqueue := func(kind, key, queue string) (int, string) {
+		t.Helper()
+		code, loc, body := cl.post("/enqueue", url.Values{"kind": {kind}, "args": {`{}`}, "key": {key}, "queue": {queue}, "csrf": {csrf}})
+		if code == http.StatusSeeOther {
+			_, body = cl.get(loc)
+		}
+		return code, body
+	}
+	if code, page := enqueue("import.run", "routed", ""); code != http.StatusSeeOther || !strings.Contains(page, "on queue bulk") {
+		t.Errorf("enqueue of import.run: %d\n%s", code, page)
+	}
+	if code, _ := enqueue("report.build", "unrouted", ""); code != http.StatusSeeOther {
+		t.Errorf("enqueue of report.build: %d", code)
+	}
+	if code, _ := enqueue("report.build", "picked", "critical"); code != http.StatusSeeOther {
+		t.Errorf("enqueue of report.build on critical: %d", code)
+	}
+	if code, page := enqueue("report.build", "nowhere", "nope"); code != http.StatusBadRequest || !strings.Contains(page, "the stack has no such queue") {
+		t.Errorf("enqueue on a queue the stack lacks: %d\n%s", code, page)
+	}
+	want := map[string]string{"routed": "bulk", "unrouted": "default", "picked": "critical"}
+	for _, q := range s.set.All() {
+		got := map[string]bool{}
+		out, err := s.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			if env, err := jobs.ParseEnvelope(aws.ToString(m.Body)); err == nil {
+				got[env.Key] = true
+			}
+		}
+		for key, wq := range want {
+			if got[key] != (wq == q.Name) {
+				t.Errorf("queue %s holds %v: job %s belongs on %s", q.Name, got, key, wq)
+			}
+		}
+		if got["nowhere"] {
+			t.Errorf("the refused job reached queue %s", q.Name)
 		}
 	}
 }
