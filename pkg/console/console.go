@@ -172,9 +172,9 @@ type Config struct {
 
 	// Queues, when set, is the stack's queue set (pkg/queues): the overview shows a row for
 	// each of its queues and one for each queue's DLQ (its URL from the set; a queue without one
-	// has no DLQ row), with SQS. QueueURL and DLQURL stay those of the queue the Dead letters
-	// page and the Enqueue page work on (the default, for `sqsworker ui`). Defaults to nil: the
-	// rows of QueueURL and DLQURL.
+	// has no DLQ row), with SQS. QueueURL and DLQURL stay those of the default queue, where
+	// the Dead letters page opens; with QueueDLQs it works on the other queues' DLQs too.
+	// Defaults to nil: the rows of QueueURL and DLQURL.
 	Queues *queues.Set
 	// QueueDLQs are the DLQ tools of the other queues of Queues, by queue name ("bulk": a
 	// *dlq.DLQ on that queue's DLQ, redriving to that queue): the Dead letters page then works
