@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/dlq"
+	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/status"
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
@@ -67,21 +68,17 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
 	st, err := payloadStore(ctx, c, g, stack)
 	if err != nil {
 		return nil, nil, err
 	}
-	if st != nil {
-		cfg.Payload = st
-	}
+	var table *status.Table
 	if refs.Table != "" {
-		t, err := status.New(status.Config{Client: c.ddb, Table: refs.Table})
-		if err != nil {
+		if table, err = status.New(status.Config{Client: c.ddb, Table: refs.Table}); err != nil {
 			return nil, nil, err
 		}
-		cfg.Status = t
 	}
+	cfg := stackDLQConfig(c, refs.DLQURL, refs.QueueURL, table, st)
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -90,6 +87,20 @@ func openDLQ(ctx context.Context, g *globals, cmd *cobra.Command, fifo bool, mut
 		return nil, nil, err
 	}
 	return d, refs, nil
+}
+
+// stackDLQConfig is the dlq.Config of one queue's DLQ (dlqURL, redriving to sourceURL), with
+// the stack's job table and payload store when it has them (nil otherwise): the dlq commands
+// and the console build each queue's DLQ with it.
+func stackDLQConfig(c *awsClients, dlqURL, sourceURL string, table *status.Table, payloads *payload.Store) dlq.Config {
+	cfg := dlq.Config{SQS: c.sqs, DLQURL: dlqURL, SourceURL: sourceURL}
+	if table != nil {
+		cfg.Status = table
+	}
+	if payloads != nil {
+		cfg.Payload = payloads
+	}
+	return cfg
 }
 
 // dlqError explains the dlq package's errors: bad arguments are usage errors; a job not found

@@ -28,6 +28,7 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/outbox/dynamooutbox"
 	"github.com/sqsworker/sqsworker/pkg/payload"
 	"github.com/sqsworker/sqsworker/pkg/producer"
+	"github.com/sqsworker/sqsworker/pkg/queues"
 	"github.com/sqsworker/sqsworker/pkg/schedule"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -52,6 +53,9 @@ type uiOptions struct {
 	// without a payload bucket), so that the console lists, shows and redrives the dead letters
 	// of large jobs, kept in S3, by their job id as the dlq commands do.
 	payloads *payload.Store
+	// routes are the kinds' queues for the console's producer ("kind=queue,…", the stack's
+	// SQSWORKER_ROUTES; ui's --routes): a job enqueued from the console goes to its kind's queue.
+	routes string
 	// flagPrefix is the prefix of the console's flags on this command ("ui-" for demo and run),
 	// so that what the console prints names flags that exist.
 	flagPrefix string
@@ -125,8 +129,13 @@ emulator.`,
 	addUIFlags(cmd.Flags(), o, "")
 	cmd.Flags().StringVar(&o.role, "scheduler-role", "", "IAM role `ARN` the scheduler assumes for the schedules the console creates (default: $"+schedulerRoleEnv+", else on AWS the CloudFormation stack's output "+stackRoleOutput+")")
 	cmd.Flags().BoolVar(&fifo, "fifo", false, "the stack's queues are FIFO (found by name otherwise)")
+	cmd.Flags().StringVar(&o.routes, "routes", os.Getenv(routesEnv), "the kinds' queues of a stack of several queues, `kind=queue,…`, so that a job enqueued from the console goes to its kind's queue (default: $"+routesEnv+", the worker's setting; without it, the default queue unless the form names one)")
 	return cmd
 }
+
+// routesEnv names the environment variable that gives ui's --routes its default, the one the
+// stack's functions read.
+const routesEnv = "SQSWORKER_ROUTES"
 
 // check validates the flags before any AWS call.
 func (o *uiOptions) check() error {
@@ -180,24 +189,46 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	} else {
 		fmt.Fprintf(warn, "sqsworker: warning: no job table %s: the console has no Jobs pages\n", awslocal.TableName(refs.Name))
 	}
-	dcfg := dlq.Config{SQS: c.sqs, DLQURL: refs.DLQURL, SourceURL: refs.QueueURL}
-	if table != nil {
-		dcfg.Status = table
-	}
-	if o.payloads != nil {
-		dcfg.Payload = o.payloads
-	}
-	d, err := dlq.New(dcfg)
+	d, err := dlq.New(stackDLQConfig(c, refs.DLQURL, refs.QueueURL, table, o.payloads))
 	if err != nil {
 		return nil, err
 	}
 	cfg.DLQ = d
+	// Each other queue's DLQ, as `sqsworker dlq --queue NAME` opens it: the Dead letters page
+	// works on every one.
+	if cfg.Queues != nil {
+		for _, q := range cfg.Queues.All() {
+			if q.DLQURL == "" || queues.NameOf(q.DLQURL) == queues.NameOf(refs.DLQURL) {
+				continue
+			}
+			qd, err := dlq.New(stackDLQConfig(c, q.DLQURL, q.URL, table, o.payloads))
+			if err != nil {
+				return nil, err
+			}
+			if cfg.QueueDLQs == nil {
+				cfg.QueueDLQs = map[string]console.DLQAPI{}
+			}
+			cfg.QueueDLQs[q.Name] = qd
+		}
+	}
 
 	sched, writable, err := consoleSchedules(ctx, c, refs, o, warn)
 	if err != nil {
 		return nil, err
 	}
 	pcfg := producer.Config{SQS: c.sqs, QueueURL: refs.QueueURL}
+	if cfg.Queues != nil {
+		// One producer for the stack, as the HTTP API's: each kind to its queue (the routes),
+		// or to the queue the Enqueue page names.
+		pcfg.QueueURL, pcfg.Queues = "", cfg.Queues
+		if o.routes != "" {
+			r, err := queues.ParseRoutes(o.routes)
+			if err != nil {
+				return nil, &usageError{fmt.Errorf("--routes: %w", err)}
+			}
+			pcfg.Routes = r
+		}
+	}
 	if table != nil {
 		pcfg.Status = table
 	}

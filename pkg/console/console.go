@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -84,8 +83,8 @@ type Config struct {
 	Title string
 	// Status reads the job table (*status.Table). Without it there are no Jobs and Job pages.
 	Status StatusAPI
-	// DLQ inspects and redrives the dead-letter queue (*dlq.DLQ). Without it there is no Dead
-	// letters page.
+	// DLQ inspects and redrives the dead-letter queue of QueueURL, the default queue
+	// (*dlq.DLQ). Without it there is no Dead letters page.
 	DLQ DLQAPI
 	// Schedules manages the stack's schedules (*schedule.Client). Without it there is no
 	// Schedules page.
@@ -173,10 +172,17 @@ type Config struct {
 
 	// Queues, when set, is the stack's queue set (pkg/queues): the overview shows a row for
 	// each of its queues and one for each queue's DLQ (its URL from the set; a queue without one
-	// has no DLQ row), with SQS. QueueURL and DLQURL stay those of the queue the Dead letters
-	// page and the Enqueue page work on (the default, for `sqsworker ui`). Defaults to nil: the
-	// rows of QueueURL and DLQURL.
+	// has no DLQ row), with SQS. QueueURL and DLQURL stay those of the default queue, where
+	// the Dead letters page opens; with QueueDLQs it works on the other queues' DLQs too.
+	// Defaults to nil: the rows of QueueURL and DLQURL.
 	Queues *queues.Set
+	// QueueDLQs are the DLQ tools of the other queues of Queues, by queue name ("bulk": a
+	// *dlq.DLQ on that queue's DLQ, redriving to that queue): the Dead letters page then works
+	// on every one of them (a queue selector, each action on the selected queue's DLQ, a peek
+	// per DLQ), and the overview's DLQ rows link to them. Each name must be a queue of Queues
+	// with a DLQ, other than the default's (that is DLQ's); requires DLQ and Queues. Defaults to
+	// nil: the Dead letters page works on DLQ alone.
+	QueueDLQs map[string]DLQAPI
 }
 
 // Console is the console's http.Handler. It is safe for concurrent use. Close stops a redrive
@@ -191,11 +197,10 @@ type Console struct {
 	queueName string
 	cop       *http.CrossOriginProtection
 
-	redrive  redriveRunner
-	snaps    snapshots
-	peeks    memo[struct{}, *snapshot]
-	purgedAt atomic.Int64 // when this console last purged the DLQ (Unix ns), 0 never
-	lastScan atomic.Int64 // when the job page last scanned the DLQ (Unix ns), 0 never
+	// dlq is Config.DLQ's queue, where the Dead letters page opens (nil without a DLQ); dlqs
+	// are every DLQ the console works on, in the queue set's order (dlq among them).
+	dlq  *dlqTarget
+	dlqs []*dlqTarget
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -283,8 +288,16 @@ func New(cfg Config) (*Console, error) {
 	if cfg.QueueURL == "" {
 		c.queueName = ""
 	}
-	// An empty peek received nothing, so it changed nothing: the next viewer may peek again.
-	c.peeks.reuse = func(sn *snapshot) bool { return len(sn.msgs) > 0 }
+	if c.dlqs, err = newDLQTargets(cfg, c.dlqName, c.queueName); err != nil {
+		return nil, err
+	}
+	for _, t := range c.dlqs {
+		// An empty peek received nothing, so it changed nothing: the next viewer may peek again.
+		t.peeks.reuse = func(sn *snapshot) bool { return len(sn.msgs) > 0 }
+		if t.isDefault {
+			c.dlq = t
+		}
+	}
 	c.routes()
 	return c, nil
 }

@@ -117,12 +117,12 @@ const purgeTakes = 60 * time.Second
 // progress. Nothing a request says (no record's time) makes it peek sooner; an action that
 // changes the DLQ (a redrive, a purge, a delete) does (invalidatePeeks). A peek that stopped
 // early is returned with its error.
-func (c *Console) sharedPeek(ctx context.Context) (*snapshot, error) {
-	sn, err := c.peeks.get(ctx, struct{}{}, c.cfg.Now, c.cfg.PeekCacheFor, time.Time{}, peekTimeout, func(pctx context.Context) (*snapshot, error) {
+func (c *Console) sharedPeek(ctx context.Context, t *dlqTarget) (*snapshot, error) {
+	sn, err := t.peeks.get(ctx, struct{}{}, c.cfg.Now, c.cfg.PeekCacheFor, time.Time{}, peekTimeout, func(pctx context.Context) (*snapshot, error) {
 		pctx, cancel := context.WithCancel(pctx)
 		defer context.AfterFunc(c.ctx, cancel)() // Close stops a peek in progress
 		defer cancel()
-		sn, err := c.peek(pctx)
+		sn, err := c.peek(pctx, t)
 		if sn == nil {
 			return nil, err
 		}
@@ -134,17 +134,18 @@ func (c *Console) sharedPeek(ctx context.Context) (*snapshot, error) {
 	return sn, sn.err
 }
 
-// invalidatePeeks forgets every peek, after an action that changed the DLQ: the next view peeks
-// again, and no page offers actions on what the action removed.
-func (c *Console) invalidatePeeks() {
-	c.peeks.forget(struct{}{})
-	c.snaps.clear()
+// invalidatePeeks forgets every peek of t, after an action that changed that DLQ: the next view
+// peeks again, and no page offers actions on what the action removed. The other queues' peeks
+// stay.
+func (c *Console) invalidatePeeks(t *dlqTarget) {
+	t.peeks.forget(struct{}{})
+	t.snaps.clear()
 }
 
 // purging reports whether a purge from this console may still be deleting the DLQ's messages
 // (SQS takes up to 60 s), and since when.
-func (c *Console) purging() (time.Time, bool) {
-	ns := c.purgedAt.Load()
+func (c *Console) purging(t *dlqTarget) (time.Time, bool) {
+	ns := t.purgedAt.Load()
 	if ns == 0 {
 		return time.Time{}, false
 	}
@@ -152,10 +153,10 @@ func (c *Console) purging() (time.Time, bool) {
 	return at, c.cfg.Now().Before(at.Add(purgeTakes))
 }
 
-// peek takes a new snapshot of the DLQ.
-func (c *Console) peek(ctx context.Context) (*snapshot, error) {
+// peek takes a new snapshot of t.
+func (c *Console) peek(ctx context.Context, t *dlqTarget) (*snapshot, error) {
 	started := c.cfg.Now()
-	msgs, err := c.cfg.DLQ.Peek(ctx, c.cfg.PeekLimit)
+	msgs, err := t.api.Peek(ctx, c.cfg.PeekLimit)
 	if err != nil && len(msgs) == 0 {
 		return nil, err
 	}
@@ -170,7 +171,7 @@ func (c *Console) peek(ctx context.Context) (*snapshot, error) {
 		return msgs[a].MessageID < msgs[b].MessageID
 	})
 	sn := &snapshot{started: started, taken: c.cfg.Now(), full: len(msgs) >= c.cfg.PeekLimit, msgs: msgs, err: err}
-	c.snaps.add(sn)
+	t.snaps.add(sn)
 	return sn, err
 }
 
@@ -186,18 +187,18 @@ func malformed(m dlq.Message) bool {
 
 // toDLQRow returns a dead letter as the Dead letters page shows it; canAct says whether the page
 // offers actions (signed in, not read-only, no purge under way).
-func (c *Console) toDLQRow(m dlq.Message, canAct bool) dlqRow {
+func (c *Console) toDLQRow(t *dlqTarget, m dlq.Message, canAct bool) dlqRow {
 	row := dlqRow{
 		ID: raw(m.JobID), MessageID: raw(m.MessageID),
 		JobID: clip(orDash(m.JobID), 80), JobIDFull: clean(m.JobID), Kind: clip(orDash(m.Kind), 128), Reason: clip(orDash(m.Reason), 40),
 		FailedAt: c.when(m.FailedAt), Attempts: m.Attempts, Malformed: malformed(m),
-		MessageHref: c.link("/dlq/message", url.Values{"id": {m.MessageID}}),
+		MessageHref: c.dlqLink(t, "/dlq/message", url.Values{"id": {m.MessageID}}),
 	}
 	if m.Failure != nil {
 		row.Error = clip(m.Failure.Error, 160)
 	}
 	if m.JobID != "" {
-		row.Href = c.jobIDHref(m.JobID)
+		row.Href = c.deadJobHref(t, m.JobID)
 	}
 	row.CanRedrive = canAct && m.JobID != "" && !row.Malformed
 	row.CanDelete = canAct && row.Malformed && m.MessageID != ""
@@ -205,7 +206,11 @@ func (c *Console) toDLQRow(m dlq.Message, canAct bool) dlqRow {
 }
 
 type dlqData struct {
-	Queue       string
+	Queue string
+	// QueueParam names the DLQ's queue in the forms ("" for the default queue's).
+	QueueParam string
+	// Queues is the queue selector: a link per DLQ of the stack (none for one DLQ).
+	Queues      []queueLink
 	Depth       string
 	Rows        []dlqRow
 	Taken       when
@@ -258,13 +263,21 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	data := dlqData{Queue: clean(c.dlqName), PurgeName: raw(c.dlqName), PeekLimit: c.cfg.PeekLimit, PeekEvery: duration(c.cfg.PeekCacheFor),
-		FreshHref: c.path("/dlq"), RedriveHref: c.path("/dlq/redrive"), Running: c.redrive.running()}
-	line := c.queueLine(r.Context(), DeadLetterQueue, c.cfg.DLQURL)
+	t, ok := c.dlqOf(w, r, q.Get("queue"), nil)
+	if !ok {
+		return
+	}
+	if t.queue != "" && len(c.dlqs) > 1 {
+		v.Title = "Dead letters of " + clip(clean(t.queue), 80)
+	}
+	data := dlqData{Queue: clean(t.name), QueueParam: raw(t.param()), Queues: c.dlqSelector(t, "/dlq"), PurgeName: raw(t.name),
+		PeekLimit: c.cfg.PeekLimit, PeekEvery: duration(c.cfg.PeekCacheFor),
+		FreshHref: c.dlqLink(t, "/dlq", nil), RedriveHref: c.dlqLink(t, "/dlq/redrive", nil), Running: t.redrive.running()}
+	line := c.queueLine(r.Context(), DeadLetterQueue, t.url, t.name)
 	if line.Visible != nil {
 		data.Depth = strconv.Itoa(*line.Visible + deref(line.InFlight))
 	}
-	if at, ok := c.purging(); ok {
+	if at, ok := c.purging(t); ok {
 		data.Purging, data.PurgedAt = true, c.when(at)
 		v.CanAct = false
 	}
@@ -276,13 +289,13 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
-	sn := c.snaps.get(q.Get("snap"))
+	sn := t.snaps.get(q.Get("snap"))
 	if sn == nil && q.Get("snap") != "" {
 		v.Notice = "That peek is no longer kept: this is a newer one."
 	}
 	if sn == nil {
 		var err error
-		sn, err = c.sharedPeek(r.Context())
+		sn, err = c.sharedPeek(r.Context(), t)
 		if err != nil && sn == nil {
 			v.Error, code = c.backendError("Peeking at the DLQ failed", err), http.StatusBadGateway
 			v.Data = data
@@ -299,16 +312,16 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 	page = min(max(page, 1), pages)
 	from, to := (page-1)*size, min(page*size, len(sn.msgs))
 	for _, m := range sn.msgs[from:to] {
-		data.Rows = append(data.Rows, c.toDLQRow(m, v.CanAct))
+		data.Rows = append(data.Rows, c.toDLQRow(t, m, v.CanAct))
 	}
 	data.Total, data.Full, data.Taken = len(sn.msgs), sn.full, c.when(sn.taken)
 	data.From, data.To = from+1, to
 	data.InFlight = len(sn.msgs) == 0 && data.Depth != "" && data.Depth != "0"
 	if page < pages {
-		data.NextHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
+		data.NextHref = c.dlqLink(t, "/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page + 1)}})
 	}
 	if page > 1 {
-		data.PrevHref = c.link("/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page - 1)}})
+		data.PrevHref = c.dlqLink(t, "/dlq", url.Values{"snap": {sn.id}, "page": {strconv.Itoa(page - 1)}})
 	}
 	v.Data = data
 	c.render(w, r, code, v)
@@ -318,6 +331,7 @@ func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
 type messageData struct {
 	Found     bool
 	ID        string // the message id, for the delete form
+	Queue     string // the queue parameter, for the delete form ("" for the default queue)
 	JobHref   string
 	Dead      *deadLetterView
 	Taken     when
@@ -334,29 +348,37 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request) {
 	data := messageData{ID: raw(id), DLQHref: c.path("/dlq")}
 	v.Data = &data
 	code := http.StatusOK
+	var t *dlqTarget
+	if c.dlq != nil {
+		var ok bool
+		if t, ok = c.dlqOf(w, r, r.URL.Query().Get("queue"), nil); !ok {
+			return
+		}
+		data.Queue, data.DLQHref = raw(t.param()), c.dlqLink(t, "/dlq", nil)
+	}
 	switch {
-	case c.cfg.DLQ == nil:
+	case c.dlq == nil:
 		v.Error, code = "This console has no dead-letter queue (give Config.DLQ).", http.StatusNotFound
 	case c.refuseCrossSite(w, r):
 		return
 	case !c.mayReadDLQ(r):
 		v.Error, code = "Reading the DLQ needs the console's token: sign in.", http.StatusUnauthorized
 	default:
-		sn := c.snaps.latest()
+		sn := t.snaps.latest()
 		var m dlq.Message
 		if sn != nil {
 			m, data.Found = sn.findMessage(id)
 		}
 		if !data.Found {
-			v.Error, code = "No dead letter "+clip(orDash(id), 100)+" in the last peek of the DLQ: deleted, redriven, or peeked before. Open the Dead letters page for a new peek.", http.StatusNotFound
+			v.Error, code = "No dead letter "+clip(orDash(id), 100)+" in the last peek of "+clean(t.name)+": deleted, redriven, or peeked before. Open the Dead letters page for a new peek.", http.StatusNotFound
 			break
 		}
 		data.Taken = c.when(sn.taken)
 		data.Dead = c.toDeadLetterView(m, v.SignedIn)
 		if m.JobID != "" {
-			data.JobHref = c.jobIDHref(m.JobID)
+			data.JobHref = c.deadJobHref(t, m.JobID)
 		}
-		_, purging := c.purging()
+		_, purging := c.purging(t)
 		data.CanDelete = v.CanAct && malformed(m) && !purging
 		v.Title = "Dead letter " + clip(id, 60)
 	}
@@ -368,29 +390,29 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) deleteMessageAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
 	id := r.PostFormValue("message_id")
 	al.add("message_id", clip(id, 200))
-	if c.cfg.DLQ == nil {
-		al.fail(errors.New("no DLQ"))
-		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+	t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+	if !ok {
 		return
 	}
+	al.add("queue", t.name)
 	if id == "" {
 		al.fail(errors.New("no message id"))
 		c.refuse(w, r, http.StatusBadRequest, "Which dead letter? The form has no message id.")
 		return
 	}
-	_, err := c.cfg.DLQ.DeleteMessage(r.Context(), id, dlq.DeleteOptions{}) // a dead letter that is no job has no object of its own
-	c.invalidatePeeks()
+	_, err := t.api.DeleteMessage(r.Context(), id, dlq.DeleteOptions{}) // a dead letter that is no job has no object of its own
+	c.invalidatePeeks(t)
 	switch {
 	case errors.Is(err, dlq.ErrNotFound):
 		al.fail(err)
-		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Dead letter %s is not in %s (deleted already, redriven, or held by another reader for a moment).", clip(id, 200), clean(c.dlqName)))
+		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Dead letter %s is not in %s (deleted already, redriven, or held by another reader for a moment).", clip(id, 200), clean(t.name)))
 		return
 	case err != nil:
 		al.fail(err)
 		c.refuse(w, r, http.StatusBadGateway, c.backendError("The delete failed", err))
 		return
 	}
-	c.done(w, r, "/dlq", nil, "deleted-message", "Deleted dead letter "+clip(id, 200)+" from "+clean(c.dlqName)+".")
+	c.done(w, r, "/dlq", queueValues(t, nil), "deleted-message", "Deleted dead letter "+clip(id, 200)+" from "+clean(t.name)+".")
 }
 
 // redriveState is a redrive of the whole DLQ running (or finished) in the background.
@@ -439,8 +461,8 @@ var errRedriveRunning = errors.New("a redrive of the DLQ is already running")
 // Progress callback feeds the progress bar) and, when SQS runs it as a move task, follows the
 // task to its end (dlq.WaitMoveTask, whose Progress feeds the same bar). It stops when the
 // console is closed; a move task goes on in SQS.
-func (c *Console) startRedrive(who string) error {
-	rr := &c.redrive
+func (c *Console) startRedrive(t *dlqTarget, who string) error {
+	rr := &t.redrive
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	if rr.cur != nil && rr.cur.Running {
@@ -448,10 +470,10 @@ func (c *Console) startRedrive(who string) error {
 	}
 	st := &redriveState{Running: true, Started: showTime(c.cfg.Now()), Who: who}
 	rr.cur = st
-	c.invalidatePeeks()
+	c.invalidatePeeks(t)
 	c.wg.Go(func() {
-		defer c.invalidatePeeks()
-		res, err := c.cfg.DLQ.RedriveAll(c.ctx, dlq.RedriveOptions{Progress: func(moved, total int) {
+		defer c.invalidatePeeks(t)
+		res, err := t.api.RedriveAll(c.ctx, dlq.RedriveOptions{Progress: func(moved, total int) {
 			rr.mu.Lock()
 			st.Moved, st.Total = moved, max(total, moved)
 			rr.mu.Unlock()
@@ -461,7 +483,7 @@ func (c *Console) startRedrive(who string) error {
 			st.Method, st.TaskHandle, st.TaskStatus, st.Attached, st.Total = res.Method, res.TaskHandle, dlq.MoveTaskRunning, res.Attached, res.Total
 			rr.mu.Unlock()
 			var task dlq.MoveTask
-			task, err = c.cfg.DLQ.WaitMoveTask(c.ctx, res.TaskHandle, dlq.WaitOptions{Progress: func(t dlq.MoveTask) {
+			task, err = t.api.WaitMoveTask(c.ctx, res.TaskHandle, dlq.WaitOptions{Progress: func(t dlq.MoveTask) {
 				rr.mu.Lock()
 				st.Moved, st.Total, st.TaskStatus = t.Moved, max(t.ToMove, t.Moved), t.Status
 				rr.mu.Unlock()
@@ -481,7 +503,7 @@ func (c *Console) startRedrive(who string) error {
 			st.Error = c.backendError("The redrive stopped", err)
 		}
 		rr.mu.Unlock()
-		args := []any{"action", "dlq.redrive_all", "who", who, "moved", res.Moved, "total", res.Total,
+		args := []any{"action", "dlq.redrive_all", "who", who, "queue", t.name, "moved", res.Moved, "total", res.Total,
 			"left_behind", res.LeftBehind, "method", res.Method}
 		if err != nil {
 			c.log.Error("console redrive finished", append(args, "error", err.Error())...)
@@ -496,7 +518,11 @@ func (c *Console) startRedrive(who string) error {
 // /api/redrive.
 func (c *Console) redrivePage(w http.ResponseWriter, r *http.Request) {
 	v := c.newView(r, "redrive", "Redrive")
-	st, ok := c.redrive.state()
+	t, found := c.dlqOf(w, r, r.URL.Query().Get("queue"), nil)
+	if !found {
+		return
+	}
+	st, ok := t.redrive.state()
 	started, _ := time.Parse(jobs.TimeLayout, st.Started)
 	v.Data = struct {
 		State   redriveState
@@ -506,13 +532,18 @@ func (c *Console) redrivePage(w http.ResponseWriter, r *http.Request) {
 		DLQHref string
 		From    string
 		To      string
-	}{st, ok, c.when(started), c.path("/api/redrive"), c.path("/dlq"), clean(c.dlqName), clean(c.queueName)}
+	}{st, ok, c.when(started), c.dlqLink(t, "/api/redrive", nil), c.dlqLink(t, "/dlq", nil), clean(t.name), clean(t.source)}
 	c.render(w, r, http.StatusOK, v)
 }
 
 // redriveAPI returns the redrive's state as JSON.
 func (c *Console) redriveAPI(w http.ResponseWriter, r *http.Request) {
-	st, ok := c.redrive.state()
+	t := c.dlqFor(r.URL.Query().Get("queue"))
+	if t == nil {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such dead-letter queue"})
+		return
+	}
+	st, ok := t.redrive.state()
 	if !ok {
 		writeJSON(w, http.StatusOK, map[string]any{"running": false, "started": ""})
 		return
@@ -522,77 +553,75 @@ func (c *Console) redriveAPI(w http.ResponseWriter, r *http.Request) {
 
 // redriveAllAction starts the redrive of the whole DLQ.
 func (c *Console) redriveAllAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
-	if c.cfg.DLQ == nil {
-		al.fail(errors.New("no DLQ"))
-		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+	t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+	if !ok {
 		return
 	}
-	al.add("queue", c.dlqName)
-	if err := c.startRedrive(c.who(r, true)); err != nil {
+	al.add("queue", t.name)
+	if err := c.startRedrive(t, c.who(r, true)); err != nil {
 		al.fail(err)
-		c.refuse(w, r, http.StatusConflict, "A redrive of the DLQ is already running: follow it on the Redrive page.")
+		c.refuse(w, r, http.StatusConflict, "A redrive of "+clean(t.name)+" is already running: follow it on the Redrive page.")
 		return
 	}
-	c.redirect(w, r, "/dlq/redrive", nil)
+	c.redirect(w, r, "/dlq/redrive", queueValues(t, nil))
 }
 
 // redriveJobAction redrives one job's dead letter.
 func (c *Console) redriveJobAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
 	id := r.PostFormValue("id")
 	al.add("job_id", clip(id, 200))
-	if c.cfg.DLQ == nil {
-		al.fail(errors.New("no DLQ"))
-		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+	t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+	if !ok {
 		return
 	}
+	al.add("queue", t.name)
 	if id == "" {
 		al.fail(errors.New("no job id"))
 		c.refuse(w, r, http.StatusBadRequest, "Which job? The form has no job id.")
 		return
 	}
-	err := c.cfg.DLQ.RedriveJob(r.Context(), id, r.PostFormValue("keep_attempts") != "")
-	c.invalidatePeeks()
+	err := t.api.RedriveJob(r.Context(), id, r.PostFormValue("keep_attempts") != "")
+	c.invalidatePeeks(t)
 	switch {
 	case errors.Is(err, dlq.ErrNotFound):
 		al.fail(err)
-		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Job %s has no dead letter in %s (redriven already, or purged).", clip(id, 200), clean(c.dlqName)))
+		c.refuse(w, r, http.StatusNotFound, fmt.Sprintf("Job %s has no dead letter in %s (redriven already, or purged).", clip(id, 200), clean(t.name)))
 		return
 	case err != nil:
 		al.fail(err)
 		c.refuse(w, r, http.StatusBadGateway, c.backendError("The redrive failed", err))
 		return
 	}
-	c.done(w, r, "/job", url.Values{"id": {id}}, "redriven",
-		"Redrove job "+clip(id, 200)+": it is back on the job queue with a fresh attempt budget.")
+	c.done(w, r, "/job", queueValues(t, url.Values{"id": {id}}), "redriven",
+		"Redrove job "+clip(id, 200)+": it is back on "+clean(t.source)+" with a fresh attempt budget.")
 }
 
 // purgeAction purges the DLQ, once the form repeats its name.
 func (c *Console) purgeAction(w http.ResponseWriter, r *http.Request, al *actionLog) {
-	al.add("queue", c.dlqName)
-	if c.cfg.DLQ == nil {
-		al.fail(errors.New("no DLQ"))
-		c.refuse(w, r, http.StatusNotFound, "This console has no dead-letter queue.")
+	t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+	if !ok {
 		return
 	}
+	al.add("queue", t.name)
 	confirm := r.PostFormValue("confirm")
-	if confirm != c.dlqName {
+	if confirm != t.name {
 		al.fail(errors.New("confirmation is not the queue's name"))
-		c.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Nothing was purged: type the queue's name, %s, to confirm.", clean(c.dlqName)))
+		c.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("Nothing was purged: type the queue's name, %s, to confirm.", clean(t.name)))
 		return
 	}
-	if _, ok := c.purging(); ok {
+	if _, ok := c.purging(t); ok {
 		al.fail(errors.New("a purge is under way"))
-		c.refuse(w, r, http.StatusConflict, "A purge of the DLQ is under way: SQS deletes its messages within 60 seconds, and allows one purge per queue every 60 seconds.")
+		c.refuse(w, r, http.StatusConflict, "A purge of "+clean(t.name)+" is under way: SQS deletes its messages within 60 seconds, and allows one purge per queue every 60 seconds.")
 		return
 	}
-	if err := c.cfg.DLQ.Purge(r.Context(), confirm); err != nil {
+	if err := t.api.Purge(r.Context(), confirm); err != nil {
 		al.fail(err)
 		c.refuse(w, r, http.StatusBadGateway, c.backendError("The purge failed", err))
 		return
 	}
-	c.purgedAt.Store(c.cfg.Now().UnixNano())
-	c.invalidatePeeks()
-	c.done(w, r, "/dlq", nil, "purged", "Purged "+clean(c.dlqName)+": SQS deletes its messages within 60 seconds.")
+	t.purgedAt.Store(c.cfg.Now().UnixNano())
+	c.invalidatePeeks(t)
+	c.done(w, r, "/dlq", queueValues(t, nil), "purged", "Purged "+clean(t.name)+": SQS deletes its messages within 60 seconds.")
 }
 
 func deref(p *int) int {
@@ -600,4 +629,19 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
+}
+
+// errNoDLQ is an action's failure on a console without a DLQ.
+var errNoDLQ = errors.New("no DLQ")
+
+// queueValues adds t's queue parameter to q (for the default queue's DLQ, none).
+func queueValues(t *dlqTarget, q url.Values) url.Values {
+	if t.param() == "" {
+		return q
+	}
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("queue", t.param())
+	return q
 }

@@ -21,6 +21,29 @@ import (
 type enqueueForm struct {
 	Kind, Args, Key, Delay, Group, MaxAttempts string
 	FIFO                                       bool
+	// Queue is the queue the form asks for ("": the kind's own); Queues are the stack's (none
+	// for one queue); KindQueue says where Kind goes without one, when the producer says.
+	Queue     string
+	Queues    []string
+	KindQueue string
+}
+
+// kindRouter is the optional part of the producer that says a kind's queue
+// (*producer.Producer's QueueOf).
+type kindRouter interface {
+	QueueOf(kind string) (string, error)
+}
+
+// queueForm fills the form's queue choice: the stack's queues, and the queue Kind goes to.
+func (c *Console) queueForm(f *enqueueForm) {
+	if set := c.cfg.Queues; set != nil && set.Len() > 1 {
+		f.Queues = set.Names()
+	}
+	if kr, ok := c.cfg.Producer.(kindRouter); ok && f.Kind != "" && jobs.ValidateKind(f.Kind) == nil {
+		if q, err := kr.QueueOf(f.Kind); err == nil {
+			f.KindQueue = q
+		}
+	}
 }
 
 // enqueuePage shows the form that enqueues a job.
@@ -33,7 +56,10 @@ func (c *Console) enqueuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	v.Data = enqueueForm{Kind: raw(q.Get("kind")), Args: "{}", FIFO: c.cfg.Producer.FIFO()}
+	f := enqueueForm{Kind: q.Get("kind"), Args: "{}", FIFO: c.cfg.Producer.FIFO()}
+	c.queueForm(&f)
+	f.Kind, f.KindQueue = raw(f.Kind), raw(f.KindQueue)
+	v.Data = f
 	c.render(w, r, http.StatusOK, v)
 }
 
@@ -102,10 +128,21 @@ func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *acti
 	f := enqueueForm{
 		Kind: strings.TrimSpace(r.PostFormValue("kind")), Args: r.PostFormValue("args"), Key: r.PostFormValue("key"),
 		Delay: r.PostFormValue("delay"), Group: r.PostFormValue("group"), MaxAttempts: r.PostFormValue("max_attempts"),
-		FIFO: c.cfg.Producer.FIFO(),
+		FIFO: c.cfg.Producer.FIFO(), Queue: r.PostFormValue("queue"),
 	}
 	al.add("kind", clip(f.Kind, 128))
 	opts, err := parseEnqueue(f)
+	if err == nil && f.Queue != "" {
+		// A queue of the stack only: a name the set lacks is refused, never sent to the default.
+		if set := c.cfg.Queues; set == nil {
+			err = fmt.Errorf("queue %q: this console enqueues on one queue (give it Config.Queues)", clip(f.Queue, 80))
+		} else if _, qerr := set.Get(f.Queue); qerr != nil {
+			err = fmt.Errorf("queue %q: the stack has no such queue (its queues: %s)", clip(f.Queue, 80), strings.Join(set.Names(), ", "))
+		} else {
+			opts = append(opts, producer.WithQueue(f.Queue))
+			al.add("queue", f.Queue)
+		}
+	}
 	if err == nil {
 		var res producer.Result
 		res, err = c.cfg.Producer.EnqueueRaw(r.Context(), f.Kind, []byte(f.Args), opts...)
@@ -114,7 +151,15 @@ func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *acti
 			if res.StatusErr != nil {
 				al.add("status_error", res.StatusErr.Error())
 			}
-			done, text := "enqueued", "Enqueued job "+clip(res.ID, 200)+"."
+			on := f.Queue
+			if kr, ok := c.cfg.Producer.(kindRouter); ok && on == "" {
+				on, _ = kr.QueueOf(f.Kind)
+			}
+			where := ""
+			if on != "" && c.cfg.Queues != nil && c.cfg.Queues.Len() > 1 {
+				where = " on queue " + clean(on)
+			}
+			done, text := "enqueued", "Enqueued job "+clip(res.ID, 200)+where+"."
 			if res.Schedule != "" {
 				done, text = "scheduled", "Scheduled job "+clip(res.ID, 200)+": the scheduler sends it when it is due."
 				al.add("schedule", res.Schedule)
@@ -127,7 +172,9 @@ func (c *Console) enqueueAction(w http.ResponseWriter, r *http.Request, al *acti
 	al.fail(err)
 	v := c.newView(r, "enqueue", "Enqueue")
 	v.Error = clean(err.Error())
+	c.queueForm(&f)
 	f.Kind, f.Args, f.Key, f.Delay, f.Group, f.MaxAttempts = raw(f.Kind), raw(f.Args), raw(f.Key), raw(f.Delay), raw(f.Group), raw(f.MaxAttempts)
+	f.Queue, f.KindQueue = raw(f.Queue), raw(f.KindQueue)
 	v.Data = f
 	c.render(w, r, http.StatusBadRequest, v)
 }
@@ -178,8 +225,12 @@ func (c *Console) copyJobAction(w http.ResponseWriter, r *http.Request, al *acti
 	}
 	var env *jobs.Envelope
 	group := ""
-	if c.cfg.DLQ != nil {
-		if m, err := c.cfg.DLQ.Show(r.Context(), id); err == nil {
+	if c.dlq != nil {
+		t, ok := c.dlqOf(w, r, r.FormValue("queue"), al)
+		if !ok {
+			return
+		}
+		if m, err := t.api.Show(r.Context(), id); err == nil {
 			if e, err := jobs.ParseEnvelope(m.Body); err == nil {
 				env = &e
 			}

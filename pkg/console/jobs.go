@@ -161,6 +161,12 @@ type jobData struct {
 	// MessageID.
 	CanDelete bool
 	MessageID string
+	// Queue is the queue parameter of the DLQ its dead letter was looked for in, for the forms
+	// ("" for the default queue's); DLQName names that DLQ.
+	Queue, DLQName string
+	// OtherDLQs link to this page looking in the other queues' DLQs, when its dead letter is not
+	// in this one.
+	OtherDLQs []queueLink
 }
 
 type recordView struct {
@@ -210,6 +216,16 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	code := http.StatusOK
+	// The dead letter is looked for in the DLQ the link names (the Dead letters page of a queue
+	// links its rows so), the default queue's without one; an unknown queue is refused.
+	var t *dlqTarget
+	if c.dlq != nil {
+		var ok bool
+		if t, ok = c.dlqOf(w, r, q.Get("queue"), nil); !ok {
+			return
+		}
+		data.Queue, data.DLQName = raw(t.param()), clean(t.name)
+	}
 	var rec *status.Job
 	if c.cfg.Status != nil {
 		var j status.Job
@@ -255,11 +271,11 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	// peek (a peek is a receive of every message: see Config.PeekCacheFor); a job without a
 	// record (a body that is no job, an unknown kind) is looked up in the last peek taken, the
 	// one whose row linked here, without a new one.
-	if id != "" && c.cfg.DLQ != nil && (rec == nil || state == idempotency.StateDead) {
+	if id != "" && t != nil && (rec == nil || state == idempotency.StateDead) {
 		if state == idempotency.StateDead && c.refuseCrossSite(w, r) {
 			return
 		}
-		m, found, note, signIn := c.deadLetterOf(r, id, rec)
+		m, found, note, signIn := c.deadLetterOf(r, t, id, rec)
 		data.SignInToSee = signIn
 		if note != "" {
 			data.Notes = append(data.Notes, note)
@@ -272,6 +288,12 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 			}
 			if rec == nil {
 				data.Kind = raw(m.Kind)
+			}
+		} else if rec != nil && !signIn {
+			for _, o := range c.dlqs {
+				if o != t {
+					data.OtherDLQs = append(data.OtherDLQs, queueLink{Name: clean(o.label()), DLQ: clean(o.name), Href: c.deadJobHref(o, id)})
+				}
 			}
 		}
 	}
@@ -304,7 +326,10 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	// Offered only where it can work: a dead letter the console has seen, that is a job, while no
 	// purge is deleting it.
-	_, purging := c.purging()
+	purging := false
+	if t != nil {
+		_, purging = c.purging(t)
+	}
 	data.CanRedrive = dead != nil && dead.JobID != "" && !malformed(*dead) && !purging
 	data.CanCancel = rec != nil && c.cfg.Producer != nil && (state == idempotency.StateScheduled || state == idempotency.StateQueued)
 	data.CanCopy = env != nil && c.cfg.Producer != nil
@@ -327,7 +352,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 // a new one. Nothing in the record (its time, ahead of this clock or not) makes the console peek
 // sooner. note explains what was not found, or why the DLQ was not read; signIn says the viewer
 // must sign in first.
-func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m dlq.Message, found bool, note string, signIn bool) {
+func (c *Console) deadLetterOf(r *http.Request, t *dlqTarget, id string, rec *status.Job) (m dlq.Message, found bool, note string, signIn bool) {
 	if !c.mayReadDLQ(r) {
 		if rec == nil {
 			return dlq.Message{}, false, "", false
@@ -335,14 +360,14 @@ func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m d
 		return dlq.Message{}, false, "Its dead letter is shown to signed-in operators: reading the DLQ receives every message it shows (each one's receive count goes up by one, and it is hidden while the peek runs), so the console reads it for signed-in operators only.", true
 	}
 	if rec == nil {
-		if sn := c.snaps.latest(); sn != nil {
+		if sn := t.snaps.latest(); sn != nil {
 			if m, ok := sn.find(id); ok {
 				return m, true, "Its dead letter as peeked " + c.when(sn.taken).Rel + ".", false
 			}
 		}
 		return dlq.Message{}, false, "", false
 	}
-	sn, err := c.sharedPeek(r.Context())
+	sn, err := c.sharedPeek(r.Context(), t)
 	if sn == nil {
 		return dlq.Message{}, false, c.backendError("Reading the DLQ failed", err), false
 	}
@@ -350,11 +375,11 @@ func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m d
 		return m, true, "", false
 	}
 	if sn.full || sn.err != nil {
-		if !c.scanAllowed() {
+		if !c.scanAllowed(t) {
 			return dlq.Message{}, false, fmt.Sprintf("The DLQ holds more than one peek reads (%d): the console looks for one job's dead letter in it at most once every %s, whoever asks. Reload in a moment.",
 				c.cfg.PeekLimit, duration(c.cfg.PeekCacheFor)), false
 		}
-		m, err := c.cfg.DLQ.Show(r.Context(), id)
+		m, err := t.api.Show(r.Context(), id)
 		switch {
 		case err == nil:
 			return m, true, "", false
@@ -372,14 +397,14 @@ func (c *Console) deadLetterOf(r *http.Request, id string, rec *status.Job) (m d
 
 // scanAllowed reports whether the job page may scan the DLQ for one job now (dlq.Show receives
 // every message it passes): at most once per PeekCacheFor, whoever asks.
-func (c *Console) scanAllowed() bool {
+func (c *Console) scanAllowed(t *dlqTarget) bool {
 	now := c.cfg.Now().UnixNano()
 	for {
-		last := c.lastScan.Load()
+		last := t.lastScan.Load()
 		if last != 0 && now-last < int64(c.cfg.PeekCacheFor) {
 			return false
 		}
-		if c.lastScan.CompareAndSwap(last, now) {
+		if t.lastScan.CompareAndSwap(last, now) {
 			return true
 		}
 	}

@@ -47,6 +47,8 @@ type queueJSON struct {
 	// OldestAge is the age of the oldest message, such as "3m12s", or "-" when unknown.
 	OldestAge string `json:"oldest_age"`
 	Error     string `json:"error"`
+	// Href is the Dead letters page of a DLQ row whose DLQ the console works on, else "".
+	Href string `json:"href"`
 }
 
 // kindJSON is one kind's counts per bucket.
@@ -168,11 +170,13 @@ func (c *Console) queueLines() []overviewQueue {
 	return out
 }
 
-// queueLine reads the depths of QueueURL's (role JobQueue) or DLQURL's queue.
-func (c *Console) queueLine(ctx context.Context, role QueueRole, url string) queueJSON {
-	q := overviewQueue{JobQueue, "job queue", c.queueName, url, true}
+// queueLine reads the depths of a job queue (role JobQueue) or a DLQ named name at url; Stats'
+// oldest age is read for the queues of QueueURL and DLQURL only.
+func (c *Console) queueLine(ctx context.Context, role QueueRole, url, name string) queueJSON {
+	main := url == c.cfg.QueueURL || url == c.cfg.DLQURL
+	q := overviewQueue{JobQueue, "job queue", name, url, main}
 	if role == DeadLetterQueue {
-		q = overviewQueue{DeadLetterQueue, "dead-letter queue", c.dlqName, url, true}
+		q = overviewQueue{DeadLetterQueue, "dead-letter queue", name, url, main}
 	}
 	line, _ := c.queueRowErr(ctx, q)
 	return line
@@ -184,6 +188,11 @@ func (c *Console) queueRowErr(ctx context.Context, q overviewQueue) (queueJSON, 
 	var first error
 	line := queueJSON{Role: clean(q.label), Name: clean(q.name), OldestAge: "-"}
 	role, url := q.role, q.url
+	if role == DeadLetterQueue {
+		if t := c.dlqByURL(url); t != nil {
+			line.Href = c.dlqLink(t, "/dlq", nil)
+		}
+	}
 	if c.cfg.SQS != nil {
 		out, err := c.cfg.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(url),

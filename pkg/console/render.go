@@ -104,7 +104,7 @@ func (c *Console) newView(r *http.Request, page, title string) *view {
 		Title: title, System: clean(c.cfg.Title), Page: page, Prefix: c.cfg.Prefix,
 		SignedIn: cl.signedIn(), ReadOnly: c.cfg.ReadOnly, CanAct: !c.cfg.ReadOnly && cl.signedIn(), CSRF: cl.csrf(),
 		ShowArgs:  c.cfg.ShowArgs,
-		HasStatus: c.cfg.Status != nil, HasDLQ: c.cfg.DLQ != nil, HasSchedules: c.cfg.Schedules != nil,
+		HasStatus: c.cfg.Status != nil, HasDLQ: c.dlq != nil, HasSchedules: c.cfg.Schedules != nil,
 		HasProducer: c.cfg.Producer != nil, HasQueues: c.cfg.SQS != nil, HasBatches: c.cfg.Batches != nil, HasFlow: c.cfg.Flow != nil,
 		Notice:     c.notice(r, cl),
 		SignInHref: c.signInHref(r),

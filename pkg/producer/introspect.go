@@ -12,3 +12,18 @@ func (p *Producer) RecordsStatus() bool { return p.status != nil }
 // compare it with Message.DeduplicationID to tell whether a prepared job carries an id of its
 // own.
 func DeduplicationID(kind, key string) string { return deduplicationID(kind, key) }
+
+// QueueOf returns the name of the queue a job of kind goes to when it names none
+// (WithQueue): its route (Config.Routes) among Config.Queues, else the default queue; for a
+// producer of one queue, queues.DefaultName. A kind routed to a queue the set does not have is
+// an error wrapping queues.ErrUnknownQueue. The console shows it on its Enqueue page.
+func (p *Producer) QueueOf(kind string) (string, error) {
+	if p.set == nil {
+		return p.name, nil
+	}
+	q, err := p.set.Route(p.routes, kind, "")
+	if err != nil {
+		return "", err
+	}
+	return q.Name, nil
+}
