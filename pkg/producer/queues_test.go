@@ -388,3 +388,21 @@ func TestForQueueAndPerQueue(t *testing.T) {
 		t.Error("Queues() is not the set")
 	}
 }
+
+// TestQueueOf: the queue a kind goes to without WithQueue: its route among the set, else the
+// default queue; a producer of one queue names the default.
+func TestQueueOf(t *testing.T) {
+	t.Parallel()
+	p := routedProducer(t, &queueSQS{})
+	for _, tt := range []struct{ kind, want string }{
+		{"password.reset", "critical"}, {"import.run", "bulk"}, {"email.send", queues.DefaultName}, {"not.registered", queues.DefaultName},
+	} {
+		if got, err := p.QueueOf(tt.kind); err != nil || got != tt.want {
+			t.Errorf("QueueOf(%s) = %q, %v; want %q", tt.kind, got, err, tt.want)
+		}
+	}
+	one := newTestProducer(t, &queueSQS{}, qbase)
+	if got, err := one.QueueOf("import.run"); err != nil || got != queues.DefaultName {
+		t.Errorf("a producer of one queue: QueueOf = %q, %v; want %q", got, err, queues.DefaultName)
+	}
+}
