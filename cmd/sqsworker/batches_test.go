@@ -200,13 +200,22 @@ func TestBatchesShardedCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Six children whose first four (the ones that finish) hash to at least two of the 4
+	// counter shards (pkg/batch counts a child on idempotency.Shard(its id, 4)): ids are
+	// random, so draw again when all four would land on one shard (1 time in 64).
 	var children []producer.Message
-	for range 6 {
-		m, err := prod.PrepareRaw(ctx, "image.resize", []byte(`{}`))
-		if err != nil {
-			t.Fatal(err)
+	for distinct := map[int]bool{}; len(distinct) < 2; {
+		children, distinct = children[:0], map[int]bool{}
+		for i := range 6 {
+			m, err := prod.PrepareRaw(ctx, "image.resize", []byte(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 4 {
+				distinct[idempotency.Shard(m.ID, 4)] = true
+			}
+			children = append(children, m)
 		}
-		children = append(children, m)
 	}
 	bt, err := client.Start(ctx, batch.Spec{ID: "album-sharded", CounterShards: 4})
 	if err != nil {
