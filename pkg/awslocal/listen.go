@@ -70,6 +70,9 @@ func listenLoopback(port int, target string) (*loopbackServer, error) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", target
+			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+				pr.Out.Body = closedBodyIsEOF{pr.Out.Body}
+			}
 			// pr.Out.Host stays the client's: the emulator reads a bucket addressed by name
 			// (<bucket>.localhost) from it, and it is what the client signed.
 		},
@@ -89,6 +92,25 @@ func listenLoopback(port int, target string) (*loopbackServer, error) {
 		l.wg.Go(func() { _ = l.srv.Serve(ln) })
 	}
 	return l, nil
+}
+
+// closedBodyIsEOF is the body of a request passed on to the emulator: a read after the client's
+// request body was closed ends it (io.EOF) instead of failing. net/http's server closes a request
+// body once the handler starts its response (here: the proxy, as soon as the emulator answers),
+// while the transport that carried the body to the emulator may still read it once more after
+// its Content-Length bytes, to check that nothing follows; that read then failed with
+// http.ErrBodyReadAfterClose, the transport took it for a failed write and closed its connection
+// to the emulator in the middle of the answer, and the client got a cut-off response ("unexpected
+// EOF"): a receive's messages lost from view for a visibility timeout. Every byte was sent by
+// then (the emulator answers only a whole request), so the read reports the end.
+type closedBodyIsEOF struct{ io.ReadCloser }
+
+func (b closedBodyIsEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, http.ErrBodyReadAfterClose) {
+		return n, io.EOF
+	}
+	return n, err
 }
 
 func listenError(port int, err error) error {
