@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/streamimage"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 )
 
@@ -112,7 +112,7 @@ func FromRecord(r *events.DynamoDBEventRecord) (ev Event, ok bool, err error) {
 		}
 		prev, _ = stringAttr(r.Change.OldImage, idempotency.AttrState)
 	}
-	item, err := toItem(newImg)
+	item, err := streamimage.ToItem(newImg)
 	if err != nil {
 		return Event{}, false, fmt.Errorf("%w: %s: %v", ErrMalformed, pk, err)
 	}
@@ -174,55 +174,4 @@ func stringAttr(img map[string]events.DynamoDBAttributeValue, name string) (stri
 		return "", false
 	}
 	return v.String(), true
-}
-
-// toItem converts a stream image to the SDK's item, for idempotency.RecordFromItem.
-func toItem(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
-	out := make(map[string]types.AttributeValue, len(img))
-	for k, v := range img {
-		av, err := toValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", k, err)
-		}
-		out[k] = av
-	}
-	return out, nil
-}
-
-func toValue(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}, nil
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}, nil
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
-	case events.DataTypeBoolean:
-		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
-	case events.DataTypeNull:
-		return &types.AttributeValueMemberNULL{Value: true}, nil
-	case events.DataTypeStringSet:
-		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
-	case events.DataTypeNumberSet:
-		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
-	case events.DataTypeBinarySet:
-		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
-	case events.DataTypeList:
-		var l []types.AttributeValue
-		for _, e := range v.List() {
-			av, err := toValue(e)
-			if err != nil {
-				return nil, err
-			}
-			l = append(l, av)
-		}
-		return &types.AttributeValueMemberL{Value: l}, nil
-	case events.DataTypeMap:
-		m, err := toItem(v.Map())
-		if err != nil {
-			return nil, err
-		}
-		return &types.AttributeValueMemberM{Value: m}, nil
-	}
-	return nil, fmt.Errorf("unknown attribute type %v", v.DataType())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsworker/sqsworker/internal/streamimage"
 	"github.com/sqsworker/sqsworker/pkg/outbox"
 )
 
@@ -165,100 +166,16 @@ func ordOfItem(item map[string]types.AttributeValue) string {
 }
 
 // FromStreamImage converts a stream record's image (as a Lambda event carries it) into
-// DynamoDB attribute values.
+// DynamoDB attribute values (internal/streamimage).
 func FromStreamImage(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
 	if len(img) == 0 {
 		return nil, errors.New("no image")
 	}
-	out := make(map[string]types.AttributeValue, len(img))
-	for name, v := range img {
-		av, err := fromStreamValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", name, err)
-		}
-		out[name] = av
-	}
-	return out, nil
-}
-
-func fromStreamValue(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}, nil
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}, nil
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
-	case events.DataTypeBoolean:
-		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
-	case events.DataTypeNull:
-		return &types.AttributeValueMemberNULL{Value: true}, nil
-	case events.DataTypeStringSet:
-		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
-	case events.DataTypeNumberSet:
-		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
-	case events.DataTypeBinarySet:
-		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
-	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, len(l))
-		for i, e := range l {
-			av, err := fromStreamValue(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = av
-		}
-		return &types.AttributeValueMemberL{Value: out}, nil
-	case events.DataTypeMap:
-		m := v.Map()
-		out := make(map[string]types.AttributeValue, len(m))
-		for k, e := range m {
-			av, err := fromStreamValue(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = av
-		}
-		return &types.AttributeValueMemberM{Value: out}, nil
-	}
-	return nil, fmt.Errorf("unknown attribute type %v", v.DataType())
+	return streamimage.ToItem(img)
 }
 
 // ToStreamImage converts an item into a stream record's image, as a Lambda event carries it: the
 // inverse of FromStreamImage (for tests and tools that build stream events).
 func ToStreamImage(item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	out := make(map[string]events.DynamoDBAttributeValue, len(item))
-	for k, v := range item {
-		out[k] = toStreamValue(v)
-	}
-	return out
-}
-
-func toStreamValue(v types.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *types.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *types.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	case *types.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
-	case *types.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
-	case *types.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			l[i] = toStreamValue(e)
-		}
-		return events.NewListAttribute(l)
-	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(ToStreamImage(v.Value))
-	}
-	return events.NewNullAttribute()
+	return streamimage.FromItem(item)
 }
