@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/longjob"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
@@ -81,16 +79,9 @@ own data: the text output escapes control characters.`,
 			if err != nil {
 				return err
 			}
-			kind, key, byKey := strings.Cut(args[0], "/")
-			if byKey {
-				if err := jobs.ValidateKind(kind); err != nil {
-					return &usageError{fmt.Errorf("JOB %q: KIND/KEY: %v", args[0], err)}
-				}
-				if key == "" {
-					return &usageError{fmt.Errorf("JOB %q: KIND/KEY: the key is empty", args[0])}
-				}
-			} else if strings.TrimSpace(args[0]) == "" {
-				return &usageError{errors.New("JOB is empty: want a job id or KIND/KEY")}
+			kind, key, byKey, err := parseJobArg(args[0])
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			c, err := connect(ctx, g)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
-	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -39,16 +37,9 @@ which lags writes by up to about a second.`,
 			if err != nil {
 				return err
 			}
-			kind, key, byKey := strings.Cut(args[0], "/")
-			if byKey {
-				if err := jobs.ValidateKind(kind); err != nil {
-					return &usageError{fmt.Errorf("JOB %q: KIND/KEY: %v", args[0], err)}
-				}
-				if key == "" {
-					return &usageError{fmt.Errorf("JOB %q: KIND/KEY: the key is empty", args[0])}
-				}
-			} else if strings.TrimSpace(args[0]) == "" {
-				return &usageError{errors.New("JOB is empty: want a job id or KIND/KEY")}
+			kind, key, byKey, err := parseJobArg(args[0])
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			c, err := connect(ctx, g)
