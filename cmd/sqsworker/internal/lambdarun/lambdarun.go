@@ -198,8 +198,26 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startInstance starts one RIE and waits until its emulator address accepts connections.
+// errExitedEarly: an RIE exited before it listened, most often because another process bound
+// one of the free ports chosen for it between freePort and its own listen.
+var errExitedEarly = errors.New("exited before listening")
+
+// startInstance starts one RIE and waits until its emulator address accepts connections. An RIE
+// that exits before listening is started again on new ports, up to three times: the ports are
+// found free, then released for the RIE to bind, and another process may take one meanwhile.
 func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
+	var err error
+	for range 3 {
+		var in *instance
+		if in, err = p.startInstanceOnce(ctx); !errors.Is(err, errExitedEarly) {
+			return in, err
+		}
+	}
+	return nil, err
+}
+
+// startInstanceOnce starts one RIE on two free ports and waits until it listens.
+func (p *Pool) startInstanceOnce(ctx context.Context) (*instance, error) {
 	emu, err := freePort()
 	if err != nil {
 		return nil, fmt.Errorf("lambdarun: find a port: %w", err)
@@ -253,7 +271,7 @@ func (p *Pool) startInstance(ctx context.Context) (*instance, error) {
 		}
 		select {
 		case <-in.done:
-			return nil, fmt.Errorf("lambdarun: %s exited before listening on %s: %v", p.fn.RIE, emu, in.err)
+			return nil, fmt.Errorf("lambdarun: %s %w on %s: %v", p.fn.RIE, errExitedEarly, emu, in.err)
 		case <-deadline.C:
 			p.stop(in)
 			return nil, fmt.Errorf("lambdarun: %s did not listen on %s within %v", p.fn.RIE, emu, p.fn.StartTimeout)
