@@ -156,6 +156,9 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 		b.close()
 		return nil, err
 	}
+	if kind == Embedded {
+		cfg.APIOptions = append(cfg.APIOptions, guardPlaceholders) // see exprnames.go
+	}
 	b.Config = cfg
 	return b, nil
 }

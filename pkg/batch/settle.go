@@ -262,10 +262,10 @@ func (c *Client) counterUpdate(id, prev, o string, d delta, xFull bool, now time
 		set += ", #rem = #rem - :one"
 		cond = "attribute_exists(#pk) AND (#rem > :one OR (#rem = :one AND #st = :open))"
 	} else {
-		names["#p"] = counterAttr(prev)
+		names["#prv"] = counterAttr(prev)
 		values[":zero"] = avN(0)
-		set += ", #p = #p - :one"
-		cond = "attribute_exists(#pk) AND #p > :zero"
+		set += ", #prv = #prv - :one"
+		cond = "attribute_exists(#pk) AND #prv > :zero"
 	}
 	items := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(c.cfg.Table), Key: avKey(batchKey(id)),

@@ -293,10 +293,10 @@ func (c *Client) shardUpdate(id string, k int, prev, o string, d delta, xFull bo
 		set += ", #rem = #rem - :one"
 		cond = "attribute_exists(#pk) AND #rem > :one"
 	} else {
-		names["#p"] = counterAttr(prev)
+		names["#prv"] = counterAttr(prev)
 		values[":zero"] = avN(0)
-		set += ", #p = #p - :one"
-		cond = "attribute_exists(#pk) AND #p > :zero"
+		set += ", #prv = #prv - :one"
+		cond = "attribute_exists(#pk) AND #prv > :zero"
 	}
 	items := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(c.cfg.Table), Key: avKey(shardKey(id, k)),
