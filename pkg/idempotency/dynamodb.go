@@ -109,9 +109,11 @@ func validTableName(s string) error {
 }
 
 // expr builds an expression's attribute names and values, keeping only those used (DynamoDB
-// rejects unused ones). Every attribute goes through a name placeholder ("#" + name), since
-// several of ours are reserved words (key, hash). No placeholder is a prefix of another, which
-// some emulators need (they substitute names textually).
+// rejects unused ones). Every attribute goes through a name placeholder, since several of ours
+// are reserved words (key, hash). No placeholder may begin another, which the embedded emulator
+// needs (it substitutes names as text, in random order: awslocal.ErrPlaceholderPrefix); our
+// attribute names do begin one another (ckpt, ckpt_at), so a placeholder is "#" + name + "X":
+// names are lower case, so the X ends each one where no other goes on.
 type expr struct {
 	names  map[string]string
 	values map[string]types.AttributeValue
@@ -121,9 +123,9 @@ func newExpr() *expr {
 	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}}
 }
 
-// n returns the placeholder of attribute name.
+// n returns the placeholder of attribute name (lower case: the Attr constants).
 func (e *expr) n(name string) string {
-	p := "#" + name
+	p := "#" + name + "X"
 	e.names[p] = name
 	return p
 }
