@@ -13,7 +13,10 @@
 // It needs neither Docker nor an AWS account, and never asks the EC2 instance metadata service
 // for credentials on an endpoint that is not AWS's. The emulator accepts some requests AWS
 // refuses; the known gaps are listed in docs/ARCHITECTURE.md §6, and code must follow AWS's
-// rules, not the emulator's.
+// rules, not the emulator's. One gap the embedded backend's clients guard against: the emulator
+// substitutes DynamoDB expression attribute names as text, so a placeholder that begins another
+// (#p beside #pk) is misread some of the time; such a request fails at once, every time, with
+// ErrPlaceholderPrefix.
 //
 // It is never imported by a library package or a Lambda function: production code receives its
 // aws.Config from the caller.
