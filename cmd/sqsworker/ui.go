@@ -413,6 +413,9 @@ func demoUI(cmd *cobra.Command, o *uiOptions) func(ctx context.Context, rep *dem
 		b := rep.Backend
 		c := &awsClients{where: b.URL, local: !awslocal.IsAWSEndpoint(b.URL), sqs: sqs.NewFromConfig(b.Config), ddb: b.DynamoDB()}
 		refs := localRefs(rep.Stack.Name, rep.Stack.FIFO, b.QueueURL(rep.Stack.QueueURL), b.QueueURL(rep.Stack.DLQURL), rep.Table)
+		if o.routes == "" {
+			o.routes = demo.Routes().String() // a job enqueued from the console goes where the demo's producer sends its kind
+		}
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "\nthe demo's stack keeps running, with its worker and dispatcher, for the console:\n")
 		return serveUI(ctx, c, refs, o, out, cmd.ErrOrStderr())

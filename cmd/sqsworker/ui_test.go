@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
+	"github.com/sqsworker/sqsworker/examples/examplejobs"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/status"
@@ -221,6 +222,10 @@ func TestDemoUIServesTheConsole(t *testing.T) {
 	}
 	if code, body := uiGet(t, base, ""); code != 200 || !strings.Contains(body, stack) {
 		t.Errorf("GET /: %d\n%s", code, body)
+	}
+	// The console's producer routes the demo's kinds as the demo does: email to critical.
+	if code, body := uiGet(t, base+"enqueue?kind="+examplejobs.EmailArgs{}.Kind(), tok); code != 200 || !strings.Contains(body, "goes to queue <strong>critical</strong>") {
+		t.Errorf("the Enqueue page of the demo's email kind: %d\n%s", code, body)
 	}
 	if code, body := uiGet(t, base+"jobs?state=dead", ""); code != 200 || !strings.Contains(body, "image.resize") || !strings.Contains(body, "payment.refund") {
 		t.Errorf("the demo's dead jobs: %d\n%s", code, body)

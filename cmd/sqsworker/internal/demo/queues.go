@@ -33,6 +33,12 @@ type bulkArgs struct {
 
 func (bulkArgs) Kind() string { return "demo.bulk" }
 
+// Routes returns the queues of the demo's kinds that do not go to its default queue, as the
+// worker and the producer route them (and `sqsworker ui --routes` takes them).
+func Routes() queues.Routes {
+	return queues.Routes{examplejobs.EmailArgs{}.Kind(): "critical", bulkArgs{}.Kind(): "bulk"}
+}
+
 // demoQueues adds two named queues to the demo's stack, critical and bulk, and one poller serving
 // both with strict priority (one handler slot). It floods bulk, holds the first bulk job until
 // the critical job has been received, and checks that the critical job runs next, before the 19
@@ -71,7 +77,7 @@ func demoQueues(ctx context.Context, w io.Writer, b *awslocal.Backend, stackName
 		time.Sleep(30 * time.Millisecond)
 		return nil
 	}), jobs.WithQueue("bulk"))
-	routes := queues.Chain{queues.Routes{examplejobs.EmailArgs{}.Kind(): "critical"}, reg}
+	routes := queues.Chain{Routes(), reg}
 	h, err := worker.New(worker.Config{Registry: reg, SQS: client, Middleware: mw, Logger: logger, Routing: set.Routing(routes),
 		OnBatch: func(ctx context.Context, outcomes []worker.Outcome) {
 			mu.Lock()
