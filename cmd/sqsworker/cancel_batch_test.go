@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	neturl "net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +138,111 @@ func outboxJobs(t *testing.T, stack, id string) int {
 		}
 	}
 	return n
+}
+
+// TestProducerAndConsoleCountACancelledScheduledChild: producer.Cancel with Config.Groups, and the
+// console's Cancel button (whose producer `sqsworker ui` gives the stack's batch client), count a
+// batch's delayed child in its batch, as `sqsworker cancel` does; before, both deleted its
+// schedule and left the batch waiting for a delivery that would never come.
+func TestProducerAndConsoleCountACancelledScheduledChild(t *testing.T) {
+	t.Parallel()
+	stack := newUpStack(t, "bcancel2", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := backend(t)
+	ddb := b.DynamoDB()
+	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := batch.New(batch.Config{Client: ddb, Table: awslocal.TableName(stack), Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, arn := queueARN(t, awslocal.QueueName(stack, false))
+	sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(b.Config), Group: awslocal.ScheduleGroupName(stack),
+		QueueARN: arn, RoleARN: awslocal.SchedulerRoleARN(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := status.New(status.Config{Client: ddb, Table: awslocal.TableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := producer.New(producer.Config{SQS: sqs.NewFromConfig(b.Config), QueueURL: url, Scheduler: sc, Status: tbl, Groups: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := prod.PrepareRaw(ctx, "album.ready", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []producer.Message
+	for n := range 3 {
+		m, err := prod.PrepareRaw(ctx, "image.resize", []byte(`{"n":`+strconv.Itoa(n)+`}`), producer.WithDelay(2*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, m)
+	}
+	bt, err := client.Start(ctx, batch.Spec{ID: "album-10", Callback: &cb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Add(ctx, prod, children...); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := prod.Cancel(ctx, "image.resize", "", children[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := client.Get(ctx, "album-10", 0); err != nil || info.Cancelled != 1 || info.Remaining != 2 {
+		t.Fatalf("batch after producer.Cancel: %+v, %v; want 1 cancelled, 2 remaining", info, err)
+	}
+	if _, err := sc.GetJob(ctx, children[0].ID); !errors.Is(err, schedule.ErrNotFound) {
+		t.Errorf("the cancelled child's schedule: %v, want deleted", err)
+	}
+
+	var stdout, stderr syncBuffer
+	const tok = "cli-test-token-0123456789"
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"ui", "--stack", stack, "--endpoint", b.URL, "--addr", "127.0.0.1:0", "--token", tok}, &stdout, &stderr)
+	}()
+	var base string
+	waitFor(t, time.Minute, "the console's address", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("ui exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		if m := consoleLine.FindStringSubmatch(stdout.String()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	form := neturl.Values{"kind": {"image.resize"}, "key": {children[1].ID}, "id": {children[1].ID}}
+	req, _ := http.NewRequest(http.MethodPost, base+"job/cancel", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the console's cancel: %d\n%s", resp.StatusCode, stderr.String())
+	}
+	if info, err := client.Get(ctx, "album-10", 0); err != nil || info.Cancelled != 2 || info.Remaining != 1 || info.State != batch.StateSealed {
+		t.Errorf("batch after the console's cancel: %+v, %v; want 2 cancelled, 1 remaining, sealed", info, err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("ui did not stop")
+	}
 }

@@ -167,6 +167,7 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 		cfg.Queues = set
 	}
 	var table *status.Table
+	var batches *batch.Client
 	if refs.Table != "" {
 		var err error
 		if table, err = statusTable(c, refs.Table); err != nil {
@@ -179,9 +180,10 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 		if err != nil {
 			return nil, err
 		}
-		if cfg.Batches, err = batch.New(batch.Config{Client: c.ddb, Table: refs.Table, Outbox: ob}); err != nil {
+		if batches, err = batch.New(batch.Config{Client: c.ddb, Table: refs.Table, Outbox: ob}); err != nil {
 			return nil, err
 		}
+		cfg.Batches = batches
 		cfg.Flow, err = flowControl(c, refs.Table)
 		if err != nil {
 			return nil, err
@@ -231,6 +233,9 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	}
 	if table != nil {
 		pcfg.Status = table
+	}
+	if batches != nil {
+		pcfg.Groups = batches // a cancelled scheduled child is counted in its batch or chain
 	}
 	if sched != nil {
 		cfg.Schedules = sched

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/pkg/idempotency"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
+	"github.com/sqsworker/sqsworker/pkg/producer"
 	"github.com/sqsworker/sqsworker/pkg/status"
 )
 
@@ -559,6 +560,8 @@ func (c *Client) repairChild(ctx context.Context, id string, shards int, k Child
 	}
 }
 
+var _ producer.GroupCounter = (*Client)(nil)
+
 // RepairJob counts the job env (a batch's child or a chain's step, as its envelope's meta says)
 // when its record is final but its batch or chain did not count it: above all a scheduled job
 // cancelled through its record (sqsworker cancel, status.Table.CancelByID, producer.Cancel),
@@ -567,6 +570,8 @@ func (c *Client) repairChild(ctx context.Context, id string, shards int, k Child
 // returns what the job belongs to ("batch <id>", "chain <id> step <n>"; "" for a job of neither)
 // and whether it counted it now (false: counted already, or not final). A chain's step is
 // counted as RepairChain counts it.
+//
+// producer.Cancel calls it, given the Client as producer.Config.Groups.
 func (c *Client) RepairJob(ctx context.Context, env jobs.Envelope) (in string, counted bool, err error) {
 	g, ok, err := groupOf(env.Meta)
 	if err != nil || !ok {

@@ -70,6 +70,12 @@ type Config struct {
 	// does not fail the enqueue. Defaults to nil: no status write (the worker's claim creates the
 	// record).
 	Status StatusRecorder
+	// Groups, when set, counts a delayed job that Cancel cancelled in the batch or chain it
+	// belongs to (its envelope's meta): its schedule is deleted, so no delivery comes to count
+	// it, and the batch would wait for it. *batch.Client implements it. It needs a Scheduler that
+	// reads a schedule's job back (ScheduledJobReader: *schedule.Client). Defaults to nil: such a
+	// cancellation is counted by batch.Client.RepairJob only.
+	Groups GroupCounter
 	// Observer, when set, sees every call (pkg/tracing: a producer span per call). Defaults to
 	// nil.
 	Observer Observer
@@ -164,6 +170,19 @@ type JobScheduler interface {
 	CancelJob(ctx context.Context, jobID string) error
 }
 
+// ScheduledJobReader reads the job a delayed job's one-time schedule carries; ok is false when
+// the job has no schedule. *schedule.Client implements it.
+type ScheduledJobReader interface {
+	ScheduledJob(ctx context.Context, jobID string) (env jobs.Envelope, ok bool, err error)
+}
+
+// GroupCounter counts a cancelled job in the batch or chain its envelope names, once, and
+// reports what it belongs to ("" for neither) and whether it counted it now. *batch.Client
+// implements it.
+type GroupCounter interface {
+	RepairJob(ctx context.Context, env jobs.Envelope) (in string, counted bool, err error)
+}
+
 // Canceller marks a job cancelled, so deliveries of it are acknowledged without running.
 // *status.Table implements it.
 type Canceller interface {
@@ -196,6 +215,7 @@ type Producer struct {
 	rand       func() float64
 	status     StatusRecorder
 	scheduler  JobScheduler
+	groups     GroupCounter
 	observer   Observer
 	payload    PayloadWriter
 	always     bool
@@ -233,6 +253,7 @@ func New(cfg Config) (*Producer, error) {
 		rand:       cfg.Rand,
 		status:     cfg.Status,
 		scheduler:  cfg.Scheduler,
+		groups:     cfg.Groups,
 		observer:   cfg.Observer,
 		payload:    cfg.Payload,
 		always:     cfg.PayloadAlways,
@@ -431,7 +452,8 @@ func (p *Producer) EnqueueIn(ctx context.Context, args jobs.Args, d time.Duratio
 // copy already sent is acknowledged without running. key is the job's key ("" for its id). A
 // job running now is asked to stop (status.Table.Cancel: its worker cancels the job's context
 // within about 10 seconds, and a job that stops ends cancelled); a job that already succeeded
-// cannot be cancelled.
+// cannot be cancelled. With Config.Groups, a delayed job of a batch or a chain is counted there
+// as cancelled (its schedule was its only way to run).
 func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
 	if err := jobs.ValidateKind(kind); err != nil {
 		return invalid("cancel: %v", err)
@@ -442,20 +464,36 @@ func (p *Producer) Cancel(ctx context.Context, kind, key, jobID string) error {
 	if key == "" {
 		key = jobID
 	}
+	c, canCancel := p.status.(Canceller)
+	if !canCancel && p.scheduler == nil {
+		return errors.New("producer: Cancel needs Config.Scheduler or a Config.Status that can cancel (*status.Table)")
+	}
+	// The job its schedule carries, read before the schedule goes: its batch or chain counts it.
+	var scheduled *jobs.Envelope
+	if r, ok := p.scheduler.(ScheduledJobReader); ok && p.groups != nil && canCancel {
+		env, found, err := r.ScheduledJob(ctx, jobID)
+		if err != nil {
+			return fmt.Errorf("producer: cancel %s %s: read its schedule: %w", kind, jobID, err)
+		}
+		if found {
+			scheduled = &env
+		}
+	}
 	if p.scheduler != nil {
 		if err := p.scheduler.CancelJob(ctx, jobID); err != nil {
 			return fmt.Errorf("producer: cancel %s %s: delete its schedule: %w", kind, jobID, err)
 		}
 	}
-	c, ok := p.status.(Canceller)
-	if !ok {
-		if p.scheduler == nil {
-			return errors.New("producer: Cancel needs Config.Scheduler or a Config.Status that can cancel (*status.Table)")
-		}
+	if !canCancel {
 		return nil
 	}
 	if err := c.Cancel(ctx, kind, key, p.clock(), "cancelled by the producer"); err != nil {
 		return fmt.Errorf("producer: cancel %s %s: %w", kind, jobID, err)
+	}
+	if scheduled != nil {
+		if in, _, err := p.groups.RepairJob(ctx, *scheduled); err != nil {
+			return fmt.Errorf("producer: cancel %s %s: cancelled, but not counted in its %s (batch.Client.RepairJob counts it): %w", kind, jobID, in, err)
+		}
 	}
 	return nil
 }

@@ -173,3 +173,73 @@ func TestCancelDeletesTheScheduleAndMarksCancelled(t *testing.T) {
 	}
 	mustContain(t, p.Cancel(context.Background(), "Bad Kind", "", "x"), "cancel")
 }
+
+// readingScheduler is a fakeScheduler that also reads a schedule's job back
+// (ScheduledJobReader), as *schedule.Client does.
+type readingScheduler struct {
+	fakeScheduler
+	jobs map[string]jobs.Envelope
+	err  error
+}
+
+func (f *readingScheduler) ScheduledJob(_ context.Context, jobID string) (jobs.Envelope, bool, error) {
+	env, ok := f.jobs[jobID]
+	return env, ok, f.err
+}
+
+// fakeGroups records the jobs Cancel asked to count in their batch or chain.
+type fakeGroups struct {
+	mu      sync.Mutex
+	counted []jobs.Envelope
+	err     error
+}
+
+func (f *fakeGroups) RepairJob(_ context.Context, env jobs.Envelope) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counted = append(f.counted, env)
+	return "batch b1", f.err == nil, f.err
+}
+
+// TestCancelCountsAScheduledJobInItsGroup: with Config.Groups, Cancel reads the job a schedule
+// carries before deleting it, and has it counted (its batch or chain would otherwise wait for a
+// delivery that no longer comes); a job without a schedule is not; a failed count is the error.
+func TestCancelCountsAScheduledJobInItsGroup(t *testing.T) {
+	t.Parallel()
+	child := jobs.Envelope{ID: "job-1", Kind: "email.send", Meta: map[string]string{"batch": "b1"}}
+	for _, tc := range []struct {
+		name      string
+		jobID     string
+		readErr   error
+		countErr  error
+		wantCount int
+		wantErr   string
+	}{
+		{name: "scheduled", jobID: "job-1", wantCount: 1},
+		{name: "no schedule", jobID: "job-2", wantCount: 0},
+		{name: "schedule unreadable", jobID: "job-1", readErr: errors.New("AccessDenied"), wantErr: "read its schedule"},
+		{name: "count failed", jobID: "job-1", countErr: errors.New("throttled"), wantCount: 1, wantErr: "not counted in its batch b1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sched := &readingScheduler{jobs: map[string]jobs.Envelope{"job-1": child}, err: tc.readErr}
+			st, groups := &fakeStatus{}, &fakeGroups{err: tc.countErr}
+			p := newTestProducer(t, &fakeSQS{}, stdURL, func(c *Config) { c.Scheduler = sched; c.Status = st; c.Groups = groups })
+			err := p.Cancel(context.Background(), "email.send", "", tc.jobID)
+			if tc.wantErr != "" {
+				mustContain(t, err, tc.wantErr)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(groups.counted) != tc.wantCount {
+				t.Fatalf("counted %v, want %d", groups.counted, tc.wantCount)
+			}
+			if tc.wantCount == 1 && groups.counted[0].ID != "job-1" {
+				t.Errorf("counted %+v, want the schedule's job", groups.counted[0])
+			}
+			if tc.readErr == nil && (len(st.cancelled) != 1 || len(sched.cancelled) != 1) {
+				t.Errorf("cancelled: schedules %v, status %v; want the job's", sched.cancelled, st.cancelled)
+			}
+		})
+	}
+}

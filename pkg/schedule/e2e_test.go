@@ -26,6 +26,12 @@ import (
 	"github.com/sqsworker/sqsworker/pkg/worker"
 )
 
+// The producer's scheduler interfaces: what it delays with, and what Cancel reads back.
+var (
+	_ producer.JobScheduler       = (*schedule.Client)(nil)
+	_ producer.ScheduledJobReader = (*schedule.Client)(nil)
+)
+
 type reportArgs struct {
 	Name string `json:"name"`
 }

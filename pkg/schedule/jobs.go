@@ -69,6 +69,20 @@ func (c *Client) GetJob(ctx context.Context, jobID string) (JobSchedule, error) 
 	return js, nil
 }
 
+// ScheduledJob returns the job jobID's one-time schedule carries, and false when it has none
+// (GetJob's ErrNotFound): producer.ScheduledJobReader, which producer.Cancel reads before it
+// deletes the schedule.
+func (c *Client) ScheduledJob(ctx context.Context, jobID string) (jobs.Envelope, bool, error) {
+	js, err := c.GetJob(ctx, jobID)
+	if errors.Is(err, ErrNotFound) {
+		return jobs.Envelope{}, false, nil
+	}
+	if err != nil {
+		return jobs.Envelope{}, false, err
+	}
+	return js.Envelope, true, nil
+}
+
 func (c *Client) getJob(ctx context.Context, name string) (JobSchedule, error) {
 	out, err := c.api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(c.group)})
 	if err != nil {

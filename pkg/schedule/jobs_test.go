@@ -81,6 +81,13 @@ func TestGetJobOnEmulator(t *testing.T) {
 	if _, err := c.GetJob(ctx, "never-scheduled"); !errors.Is(err, schedule.ErrNotFound) {
 		t.Errorf("GetJob of a job never scheduled: %v", err)
 	}
+	// ScheduledJob (producer.Cancel's read): the envelope, or not found without an error.
+	if env, ok, err := c.ScheduledJob(ctx, id); err != nil || !ok || env.ID != id {
+		t.Errorf("ScheduledJob = %+v, %v, %v; want the job", env, ok, err)
+	}
+	if _, ok, err := c.ScheduledJob(ctx, "never-scheduled"); err != nil || ok {
+		t.Errorf("ScheduledJob of a job never scheduled: %v, %v; want not found, no error", ok, err)
+	}
 	other := newClient(t, api, func(cfg *schedule.Config) { cfg.QueueARN = queue + "-other" })
 	if _, err := other.GetJob(ctx, id); !errors.Is(err, schedule.ErrNotOwned) {
 		t.Errorf("GetJob through another queue's client: %v, want ErrNotOwned", err)
