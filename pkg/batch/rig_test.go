@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/internal/testenv/awscost"
+	"github.com/sqsworker/sqsworker/internal/testenv/poll"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/batch"
@@ -344,16 +345,10 @@ func (r *rig) callback(album string) *producer.Message {
 	return &m
 }
 
-// waitFor polls cond every 50 ms until it holds or the deadline passes.
+// waitFor polls cond until it holds or the deadline passes.
 func (r *rig) waitFor(what string, deadline time.Duration, cond func() bool) {
 	r.t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			r.t.Fatalf("%s: not within %s", what, deadline)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(r.t, deadline, what, cond)
 }
 
 func (r *rig) info(id string) batch.Info {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsworker/sqsworker/internal/testenv/poll"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/poller"
@@ -251,16 +252,10 @@ func inFlight(t *testing.T, client *sqs.Client, queueURL string) int {
 	return n
 }
 
-// eventually polls cond every 10 ms until it holds, failing the test after timeout.
+// eventually polls cond until it holds, failing the test after timeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, timeout, what, cond)
 }
 
 // TestEmulatorFloodOnBulkDoesNotHoldBackCritical: with 200 jobs waiting on bulk and a bulk job

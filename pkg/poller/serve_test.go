@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsworker/sqsworker/internal/testenv/kumoserve"
+	"github.com/sqsworker/sqsworker/internal/testenv/poll"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 	"github.com/sqsworker/sqsworker/pkg/poller"
@@ -260,14 +261,8 @@ func attributes(t *testing.T, client *sqs.Client, queueURL string) map[sqstypes.
 	return counts
 }
 
-// waitFor polls cond every 20 ms until it holds, failing the test after timeout.
+// waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, timeout, what, cond)
 }

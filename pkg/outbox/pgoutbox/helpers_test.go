@@ -20,6 +20,7 @@ import (
 
 	"github.com/sqsworker/sqsworker/internal/sdkhttp"
 	"github.com/sqsworker/sqsworker/internal/testenv/pgtest"
+	"github.com/sqsworker/sqsworker/internal/testenv/poll"
 	"github.com/sqsworker/sqsworker/pkg/awslocal"
 	"github.com/sqsworker/sqsworker/pkg/awslocal/awslocaltest"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
@@ -270,13 +271,7 @@ func (c constBackoff) Backoff(int) time.Duration { return time.Duration(c) }
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, what, cond)
 }
 
 // stallingStore is a Store whose Complete can be held back (a paused relay) or dropped (a
