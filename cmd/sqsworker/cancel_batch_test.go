@@ -33,30 +33,8 @@ func TestCancelScheduledBatchChild(t *testing.T) {
 	t.Parallel()
 	stack := newUpStack(t, "bcancel", false)
 	ctx := context.Background()
-	b := backend(t)
-	ddb := b.DynamoDB()
-	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := batch.New(batch.Config{Client: ddb, Table: awslocal.TableName(stack), Outbox: ob})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, arn := queueARN(t, awslocal.QueueName(stack, false))
-	sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(b.Config), Group: awslocal.ScheduleGroupName(stack),
-		QueueARN: arn, RoleARN: awslocal.SchedulerRoleARN(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := status.New(status.Config{Client: ddb, Table: awslocal.TableName(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, err := producer.New(producer.Config{SQS: sqs.NewFromConfig(b.Config), QueueURL: url, Scheduler: sc, Status: tbl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newScheduledBatchStack(t, stack, false)
+	client, tbl, prod := s.batches, s.table, s.producer
 	cb, err := prod.PrepareRaw(ctx, "album.ready", []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +99,49 @@ func TestCancelScheduledBatchChild(t *testing.T) {
 	}
 }
 
+// scheduledBatchStack is the library side of a stack of `up` for batches with delayed children:
+// its batch client, schedule client, job table, and a producer that delays through the
+// scheduler and records each job.
+type scheduledBatchStack struct {
+	batches   *batch.Client
+	schedules *schedule.Client
+	table     *status.Table
+	producer  *producer.Producer
+}
+
+// newScheduledBatchStack opens stack's batch, schedule and status clients, and a producer on
+// its queue; with groups, the producer counts a cancelled delayed child in its batch
+// (producer.Config.Groups).
+func newScheduledBatchStack(t *testing.T, stack string, groups bool) scheduledBatchStack {
+	t.Helper()
+	b := backend(t)
+	ddb := b.DynamoDB()
+	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(stack)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s scheduledBatchStack
+	if s.batches, err = batch.New(batch.Config{Client: ddb, Table: awslocal.TableName(stack), Outbox: ob}); err != nil {
+		t.Fatal(err)
+	}
+	url, arn := queueARN(t, awslocal.QueueName(stack, false))
+	if s.schedules, err = schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(b.Config), Group: awslocal.ScheduleGroupName(stack),
+		QueueARN: arn, RoleARN: awslocal.SchedulerRoleARN(stack)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.table, err = status.New(status.Config{Client: ddb, Table: awslocal.TableName(stack)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := producer.Config{SQS: sqs.NewFromConfig(b.Config), QueueURL: url, Scheduler: s.schedules, Status: s.table}
+	if groups {
+		cfg.Groups = s.batches
+	}
+	if s.producer, err = producer.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // outboxJobs counts the items of the stack's DynamoDB outbox table that carry job id.
 func outboxJobs(t *testing.T, stack, id string) int {
 	t.Helper()
@@ -150,29 +171,8 @@ func TestProducerAndConsoleCountACancelledScheduledChild(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := backend(t)
-	ddb := b.DynamoDB()
-	ob, err := dynamooutbox.New(dynamooutbox.Config{Client: ddb, Table: awslocal.OutboxTableName(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := batch.New(batch.Config{Client: ddb, Table: awslocal.TableName(stack), Outbox: ob})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, arn := queueARN(t, awslocal.QueueName(stack, false))
-	sc, err := schedule.NewClient(schedule.Config{Scheduler: scheduler.NewFromConfig(b.Config), Group: awslocal.ScheduleGroupName(stack),
-		QueueARN: arn, RoleARN: awslocal.SchedulerRoleARN(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := status.New(status.Config{Client: ddb, Table: awslocal.TableName(stack)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, err := producer.New(producer.Config{SQS: sqs.NewFromConfig(b.Config), QueueURL: url, Scheduler: sc, Status: tbl, Groups: client})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newScheduledBatchStack(t, stack, true)
+	client, sc, prod := s.batches, s.schedules, s.producer
 	cb, err := prod.PrepareRaw(ctx, "album.ready", []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -225,16 +225,8 @@ func TestProducerAndConsoleCountACancelledScheduledChild(t *testing.T) {
 		return base != ""
 	})
 	form := neturl.Values{"kind": {"image.resize"}, "key": {children[1].ID}, "id": {children[1].ID}}
-	req, _ := http.NewRequest(http.MethodPost, base+"job/cancel", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the console's cancel: %d\n%s", resp.StatusCode, stderr.String())
+	if code := uiPost(t, base+"job/cancel", tok, form); code != http.StatusSeeOther {
+		t.Fatalf("the console's cancel: %d\n%s", code, stderr.String())
 	}
 	if info, err := client.Get(ctx, "album-10", 0); err != nil || info.Cancelled != 2 || info.Remaining != 1 || info.State != batch.StateSealed {
 		t.Errorf("batch after the console's cancel: %+v, %v; want 2 cancelled, 1 remaining, sealed", info, err)

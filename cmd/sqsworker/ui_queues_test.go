@@ -65,15 +65,7 @@ func TestUIWorksOnEveryQueue(t *testing.T) {
 	}
 	post := func(path string, form url.Values) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return uiPost(t, base+path, tok, form)
 	}
 	if code := post("dlq/purge", url.Values{"queue": {"nope"}, "confirm": {stack + "-jobs-dlq"}}); code != http.StatusNotFound {
 		t.Errorf("purge of a queue the stack lacks: %d, want 404", code)

@@ -135,6 +135,24 @@ func uiGet(t *testing.T, url, tok string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// uiPost posts a console form with the token as a bearer header, without following the
+// redirect, and returns the status (303 for an action done).
+func uiPost(t *testing.T, target, tok string, form url.Values) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, target, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // uiSignIn opens a sign-in link and returns the status and the session cookie it set, if any.
 func uiSignIn(t *testing.T, link string) (int, *http.Cookie) {
 	t.Helper()
