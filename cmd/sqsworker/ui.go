@@ -234,9 +234,6 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 	if table != nil {
 		pcfg.Status = table
 	}
-	if batches != nil {
-		pcfg.Groups = batches // a cancelled scheduled child is counted in its batch or chain
-	}
 	if sched != nil {
 		cfg.Schedules = sched
 		if writable {
@@ -244,6 +241,9 @@ func newConsole(ctx context.Context, c *awsClients, refs *stackRefs, o *uiOption
 		} else {
 			cfg.Schedules = readOnlySchedules{sched}
 		}
+	}
+	if batches != nil && pcfg.Scheduler != nil {
+		pcfg.Groups = batches // a cancelled scheduled child is counted in its batch or chain
 	}
 	if cfg.Producer, err = producer.New(pcfg); err != nil {
 		return nil, err

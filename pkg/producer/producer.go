@@ -239,6 +239,9 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		return nil, fmt.Errorf("producer: Config.QueueURL %q is not a queue URL (want https://sqs.<region>.amazonaws.com/<account>/<queue>)", cfg.QueueURL)
 	}
+	if _, reads := cfg.Scheduler.(ScheduledJobReader); cfg.Groups != nil && !reads {
+		return nil, errors.New("producer: Config.Groups needs a Config.Scheduler that reads a schedule's job back (ScheduledJobReader, as *schedule.Client does): without it Cancel cannot tell a delayed job's batch")
+	}
 	p := &Producer{
 		name:       queues.DefaultName,
 		sqs:        cfg.SQS,

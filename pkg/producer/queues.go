@@ -48,7 +48,7 @@ func newRouted(cfg Config) (*Producer, error) {
 		lc := cfg
 		lc.Queues, lc.Routes, lc.QueueURL = nil, nil, q.URL
 		if q.Name != def.Name {
-			lc.Scheduler = nil
+			lc.Scheduler, lc.Groups = nil, nil // Cancel is the default queue's producer's
 			if qs, ok := cfg.Scheduler.(QueueScheduler); ok && q.ARN != "" {
 				lc.Scheduler = laneScheduler{QueueScheduler: qs, arn: q.ARN}
 			}

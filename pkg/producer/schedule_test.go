@@ -243,3 +243,24 @@ func TestCancelCountsAScheduledJobInItsGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupsNeedsAReadingScheduler: Config.Groups without a scheduler that reads a schedule's
+// job back is refused by New, rather than never counting anything.
+func TestGroupsNeedsAReadingScheduler(t *testing.T) {
+	t.Parallel()
+	for _, sched := range []JobScheduler{nil, &fakeScheduler{}} {
+		_, err := New(Config{SQS: &fakeSQS{}, QueueURL: stdURL, Scheduler: sched, Groups: &fakeGroups{}})
+		mustContain(t, err, "Config.Groups needs a Config.Scheduler")
+	}
+	if _, err := New(Config{SQS: &fakeSQS{}, QueueURL: stdURL, Scheduler: &readingScheduler{}, Groups: &fakeGroups{}}); err != nil {
+		t.Errorf("Groups with a reading scheduler: %v", err)
+	}
+	// Several queues: Cancel is the default queue's producer's, which has them; the other
+	// queues' producers do not need them.
+	child := jobs.Envelope{ID: "job-1", Kind: "email.send"}
+	sched, groups := &readingScheduler{jobs: map[string]jobs.Envelope{"job-1": child}}, &fakeGroups{}
+	p := routedProducer(t, &queueSQS{}, func(c *Config) { c.Scheduler, c.Groups, c.Status = sched, groups, &fakeStatus{} })
+	if err := p.Cancel(context.Background(), "email.send", "", "job-1"); err != nil || len(groups.counted) != 1 {
+		t.Errorf("Cancel on a producer of several queues: %v, counted %v", err, groups.counted)
+	}
+}
