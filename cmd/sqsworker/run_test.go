@@ -56,6 +56,7 @@ type runningCommand struct {
 	done           chan struct{} // closed once run has returned, code set
 	code           int
 	stdout, stderr syncBuffer
+	before         []string // the test process's children before run started (a test binary's PostgreSQL cluster, …)
 }
 
 // startRun starts `sqsworker run args...` under ctx, waits up to wait for its running line
@@ -68,7 +69,7 @@ func startRun(t *testing.T, ctx context.Context, wait time.Duration, args ...str
 		args = append(args, "--port", "0")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &runningCommand{t: t, cancel: cancel, done: make(chan struct{})}
+	r := &runningCommand{t: t, cancel: cancel, done: make(chan struct{}), before: children(t)}
 	go func() {
 		defer close(r.done)
 		r.code = run(ctx, append([]string{"run"}, args...), &r.stdout, &r.stderr)
@@ -121,8 +122,14 @@ func (r *runningCommand) stopCleanly() {
 	if !strings.Contains(r.stderr.String(), "stopped") {
 		r.t.Errorf("stderr lacks the stopped line:\n%s", r.stderr.String())
 	}
-	if pids := children(r.t); len(pids) > 0 {
-		r.t.Errorf("child processes left after run returned: %v", pids)
+	var left []string
+	for _, pid := range children(r.t) {
+		if !slices.Contains(r.before, pid) {
+			left = append(left, pid)
+		}
+	}
+	if len(left) > 0 {
+		r.t.Errorf("child processes left after run returned: %v", left)
 	}
 }
 

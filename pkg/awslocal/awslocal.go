@@ -110,28 +110,24 @@ func Start(ctx context.Context, opts Options) (*Backend, error) {
 	b := &Backend{Kind: kind, URL: endpoint, close: func() {}}
 	switch kind {
 	case Embedded:
-		kumoMu.Lock() // the emulator's constructor wires process-wide state: not safe concurrently
-		srv := kumo.NewServer()
-		kumoMu.Unlock()
-		b.URL, b.close = srv.URL, srv.Close
+		srvURL := embeddedServer()
+		b.URL = srvURL
 		if opts.Port != 0 || opts.Listen {
 			// kumo listens where httptest puts it, and answers whatever reaches it; the loopback
 			// server gives it the port asked for, and turns away what is not for this machine.
-			u, err := url.Parse(srv.URL)
+			u, err := url.Parse(srvURL)
 			if err != nil {
-				srv.Close()
-				return nil, fmt.Errorf("awslocal: the embedded emulator's URL %q: %w", srv.URL, err)
+				return nil, fmt.Errorf("awslocal: the embedded emulator's URL %q: %w", srvURL, err)
 			}
 			l, err := listenLoopback(opts.Port, u.Host)
 			if err != nil {
-				srv.Close()
 				return nil, err
 			}
 			b.URL = "http://localhost:" + strconv.Itoa(l.port)
 			if opts.Port == 0 {
 				b.URL = "http://127.0.0.1:" + strconv.Itoa(l.port) // ::1 may not have that port
 			}
-			b.close = func() { l.close(); srv.Close() }
+			b.close = l.close
 		}
 	case Endpoint:
 		if endpoint == "" {
@@ -207,14 +203,29 @@ func NewConfig(ctx context.Context, endpoint, region string, maxIdle int, static
 	return cfg, nil
 }
 
-// Close stops the embedded emulator (a no-op for other backends).
+// Close stops serving the backend: the embedded emulator's port (Options.Port, Options.Listen)
+// is closed. The in-process emulator behind it lives as long as the process (see
+// embeddedServer). A no-op for other backends.
 func (b *Backend) Close() {
 	if b != nil && b.close != nil {
 		b.close()
 	}
 }
 
-var kumoMu sync.Mutex
+var (
+	embeddedOnce sync.Once
+	embeddedURL  string
+)
+
+// embeddedServer returns the URL of the process's one in-process emulator, started on first use
+// and never closed. Every embedded Backend of the process is served by it: the emulator keeps
+// its state in process-wide services anyway (two servers see the same queues and tables), and a
+// second server's constructor rewires those services while the first one serves them (kumo's S3
+// notifications read what the constructor writes: a data race -race reports).
+func embeddedServer() string {
+	embeddedOnce.Do(func() { embeddedURL = kumo.NewServer().URL })
+	return embeddedURL
+}
 
 var (
 	sharedOnce sync.Once

@@ -37,6 +37,11 @@ func TestRegisteredBackendGetsTestCredentials(t *testing.T) {
 	Register("test-backend", func(context.Context) (string, func(), error) {
 		return "http://127.0.0.1:9", func() { stopped = true }, nil
 	})
+	t.Cleanup(func() { // so that the test runs again (-count)
+		starters.Lock()
+		defer starters.Unlock()
+		delete(starters.m, "test-backend")
+	})
 	b, err := Start(context.Background(), Options{Backend: "test-backend"})
 	if err != nil {
 		t.Fatal(err)
