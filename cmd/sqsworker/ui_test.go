@@ -77,17 +77,9 @@ func TestUIServesTheStack(t *testing.T) {
 		t.Errorf("GET /dlq with the token: %d\n%s", code, body)
 	}
 	// An action with the token, as a script would send it.
-	req, _ := http.NewRequest(http.MethodPost, base+"enqueue", strings.NewReader(url.Values{
-		"kind": {"email.send"}, "args": {`{"to":"ada@example.com"}`}, "key": {"from-the-console"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("enqueue: %d", resp.StatusCode)
+	if code := uiPost(t, base+"enqueue", tok, url.Values{
+		"kind": {"email.send"}, "args": {`{"to":"ada@example.com"}`}, "key": {"from-the-console"}}); code != http.StatusSeeOther {
+		t.Fatalf("enqueue: %d", code)
 	}
 	table, err := status.New(status.Config{Client: b.DynamoDB(), Table: awslocal.TableName(stack)})
 	if err != nil {
@@ -100,7 +92,7 @@ func TestUIServesTheStack(t *testing.T) {
 		t.Errorf("no action log line on stderr:\n%s", stderr.String())
 	}
 	// DNS rebinding: another host name gets nothing.
-	req, _ = http.NewRequest(http.MethodGet, base, nil)
+	req, _ := http.NewRequest(http.MethodGet, base, nil)
 	req.Host = "rebind.example"
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("another Host: %v %v", resp, err)
