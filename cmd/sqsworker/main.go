@@ -124,6 +124,7 @@ func commandPath(root *cobra.Command, args []string) string {
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{}
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "sqsworker",
 		Short: "Background jobs on Amazon SQS + AWS Lambda",
@@ -155,11 +156,17 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		SilenceErrors: true,
 		// Without a command: the help, on stdout, and exit code 0, as every command group does
 		// (groupRunE). Args stays unset so that cobra still reports unknown commands (exit 2).
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), readVersion(debug.ReadBuildInfo()).line())
+				return err
+			}
+			return cmd.Help()
+		},
 	}
-	// A command group (the root included) runs only to print its help: its usage line is
-	// "sqsworker dlq [command]" alone.
-	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	// Usage and --version are Go code, not cobra templates: see writeUsage.
+	root.SetUsageFunc(func(c *cobra.Command) error { writeUsage(c.OutOrStderr(), c); return nil })
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (the first line of 'sqsworker version')")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
@@ -179,8 +186,6 @@ Exit codes: 0 success, 1 failure, 2 bad command line.`,
 		newEnqueueCmd(g), newStatusCmd(g), newCursorCmd(g), newCancelCmd(g), newWaitCmd(g), newJobsCmd(g), newDLQCmd(g), newSchedulesCmd(g),
 		newRunCmd(g), newOutboxCmd(g), newUICmd(g), newVersionCmd(g), newQueuesCmd(g), newBatchesCmd(g), newChainsCmd(g),
 		newPauseCmd(g), newResumeCmd(g), newLimitsCmd(g))
-	root.Version = readVersion(debug.ReadBuildInfo()).line()
-	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 

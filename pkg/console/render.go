@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
-	"github.com/sqsworker/sqsworker/internal/termsafe"
-	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -14,6 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	template "github.com/DataDog/datadog-agent/pkg/template/html"
+
+	"github.com/sqsworker/sqsworker/internal/termsafe"
 	"github.com/sqsworker/sqsworker/pkg/jobs"
 )
 
