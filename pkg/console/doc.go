@@ -28,7 +28,10 @@
 // # Safety
 //
 // Every value that comes from a job (args, errors, kinds, keys, ids, attributes, bodies) is
-// attacker-controlled text: the pages escape it with html/template, show control and
+// attacker-controlled text: the pages escape it with html/template (Go's own, through
+// github.com/DataDog/datadog-agent/pkg/template, which is its code without method calls from a
+// template: a program that can call methods by a name known only at run time keeps every
+// exported method of every type it links, 14 MB of the CLI), show control and
 // bidirectional characters as visible escapes (\x1b, \u202e), the JavaScript writes it only
 // with textContent, and invalid UTF-8 is replaced. Responses carry a strict
 // Content-Security-Policy (scripts and styles from the console's own files only, nothing
