@@ -14,7 +14,7 @@ import (
 // text/template, whose field lookup calls reflect's MethodByName with a name known only at run
 // time, and a program that can reach that keeps every exported method of every type it uses (the
 // linker's dead code elimination gives up): 14 MB of the CLI's 52 (docs/BENCHMARKS.md, "The CLI
-// binary"). TestCLILinksNoTemplateExecution keeps it out.
+// binary"). TestCLIBinarySize keeps it out.
 //
 // A command group (the root included) runs only to print its help, so its usage line is
 // "sqsworker dlq [command]" alone, without the "sqsworker dlq [flags]" of a runnable command.
