@@ -287,9 +287,6 @@ func waitError(err error, id string, d time.Duration) error {
 	return err
 }
 
-// deleteSchedule deletes the one-time schedule of a cancelled scheduled job and returns its
-// name ("" when the stack has no schedule group or the delete failed: the firing is then
-// acknowledged without running, as the record says cancelled).
 // scheduledGroupJob reads the job a scheduled job's one-time schedule carries, and reports
 // whether its meta names a batch or a chain: its cancellation must then be counted there, since
 // the schedule is deleted and no delivery will come to count it. A schedule that cannot be read
@@ -329,6 +326,9 @@ func countCancelledInGroup(ctx context.Context, g *globals, cmd *cobra.Command, 
 	return in
 }
 
+// deleteSchedule deletes the one-time schedule of a cancelled scheduled job and returns its
+// name ("" when the stack has no schedule group or the delete failed: the firing is then
+// acknowledged without running, as the record says cancelled).
 func deleteSchedule(ctx context.Context, g *globals, cmd *cobra.Command, jobID string) string {
 	refs, err := openSchedules(ctx, g, cmd)
 	if err != nil {
