@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// TestCLILinksNoTestOnlyPackage: the sqsworker binary (what `make demo` builds and runs; docs/BENCHMARKS.md,
-// "The CLI binary") holds nothing that only tests need: no
-// container runtime (testcontainers, the Docker client: LocalStack is opt-in for tests), no
-// browser driver (the console's tests), no leak checker, no testing package, none of our test
-// helpers. The embedded emulator and the throwaway PostgreSQL server are the demo's own.
+// TestCLILinksNoTestOnlyPackage: the sqsworker binary (what `make demo` builds and runs;
+// docs/BENCHMARKS.md, "The CLI binary") holds nothing that only tests need: no container runtime
+// (testcontainers, the Docker client: LocalStack is opt-in for tests), no browser driver (the
+// console's tests), no leak checker, no testing package, none of our test helpers. The embedded
+// emulator and the throwaway PostgreSQL server are the demo's own.
 func TestCLILinksNoTestOnlyPackage(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
